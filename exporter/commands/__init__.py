@@ -1,0 +1,1 @@
+"""The subcommands of the ``sglang-sentinel`` command line, one module each."""

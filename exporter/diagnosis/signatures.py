@@ -1,0 +1,504 @@
+"""The classification rules, as data.
+
+A signature is a decisive shape of line. The classifier finds every line that matches a
+signature, lets the highest priority decide the class, and takes the earliest line of that
+signature as the root cause. Priorities encode two things at once: which kind of evidence
+outranks which (a cause outranks its consequences: the warmup failure that follows a port
+collision, the "device busy" that follows an illegal memory access), and which wording is
+the most specific for the same failure (PyTorch's "CUDA out of memory. Tried to allocate"
+outranks the "CUDA error: out of memory" another thread raised first).
+
+Some failures need context to name: an out-of-memory error is a weights, pool, CUDA-graph
+or runtime OOM depending on where it happened, and a native crash inside NCCL is a
+distributed failure. Such signatures carry a ``resolve`` step instead of a fixed class.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.diagnosis.taxonomy import Phase
+
+
+class Resolve(enum.Enum):
+    FIXED = "fixed"
+    OUT_OF_MEMORY = "out_of_memory"  # by frames, wrapper and lifecycle: see classify.py
+    NATIVE_CRASH = "native_crash"  # NCCL frames in the backtrace make it distributed
+    BY_FRAMES = "by_frames"  # an exception with no telling message: its frames decide
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    failure_class: C
+    literals: tuple[str, ...]  # cheap prefilter: one of them must be in the line
+    regex: re.Pattern[str]
+    priority: int
+    resolve: Resolve = Resolve.FIXED
+    phase: Phase | None = None  # where this line can only come from, when the log shows no steps
+
+    def matches(self, text: str) -> bool:
+        return any(lit in text for lit in self.literals) and self.regex.search(text) is not None
+
+
+def sig(
+    name: str,
+    failure_class: C,
+    literals: str | tuple[str, ...],
+    regex: str,
+    priority: int,
+    resolve: Resolve = Resolve.FIXED,
+    phase: Phase | None = None,
+) -> Signature:
+    if isinstance(literals, str):
+        literals = (literals,)
+    return Signature(name, failure_class, literals, re.compile(regex), priority, resolve, phase)
+
+
+OOM = Resolve.OUT_OF_MEMORY
+# Tiers: 100 specific cause, 90 specific but sometimes secondary, 80 generic family,
+# 60 crash without a Python cause, 40 non-fatal condition, 20 consequence only.
+SIGNATURES: tuple[Signature, ...] = (
+    # --- memory pools sized at startup
+    sig(
+        "not_enough_memory",
+        C.POOL_INIT_OOM,
+        "memory. Please try to increase --mem-fraction-static",
+        r"Not enought? memory\. Please try to increase --mem-fraction-static",
+        100,
+    ),
+    sig(
+        "weights_leave_no_memory",
+        C.POOL_INIT_OOM,
+        "Loaded weights leave no GPU memory",
+        r"Loaded weights leave no GPU memory",
+        100,
+    ),
+    sig(
+        "hybrid_state_no_memory",
+        C.POOL_INIT_OOM,
+        "Not enough GPU memory for hybrid",
+        r"Not enough GPU memory for hybrid",
+        100,
+    ),
+    sig(
+        "pool_too_small",
+        C.POOL_INIT_OOM,
+        ("Memory pool size is too small", "max_running_request is zero"),
+        r"Memory pool size is too small|max_running_request is zero",
+        95,
+    ),
+    # --- linear-attention (mamba) state
+    sig(
+        "mamba_no_space",
+        C.MAMBA_CACHE_EXHAUSTED,
+        ("Not enough space for mamba", "state cache is too small to serve"),
+        r"Not enough space for mamba|state cache is too small to serve any requests",
+        100,
+    ),
+    # --- KV pool exhausted while serving
+    sig(
+        "prefill_decode_oom",
+        C.KV_POOL_EXHAUSTED,
+        (
+            "out of memory. Try to lower",
+            "runs out of memory",
+            "Out of memory even after retracting",
+        ),
+        r"(?:Prefill|Decode) out of memory\. Try to lower|alloc_req_slots runs out of memory"
+        r"|Out of memory even after retracting",
+        100,
+        phase=Phase.RUNTIME,
+    ),
+    sig(
+        "retraction",
+        C.KV_POOL_EXHAUSTED,
+        "#retracted_reqs",
+        r"KV cache pool is full\. Retract requests|Decode out of memory happened",
+        40,
+        phase=Phase.RUNTIME,
+    ),
+    # --- device memory (class resolved by where it happened)
+    sig(
+        "graph_capture_oom",
+        C.CUDA_GRAPH_OOM,
+        ("graph failed", "Graph failed"),
+        r"(?i)capture .*graph failed: .*(?:out of memory|OutOfMemory)",
+        100,
+    ),
+    sig(
+        "torch_oom",
+        C.RUNTIME_OOM,
+        ("out of memory. Tried to allocate", "OutOfMemoryError"),
+        r"(?:CUDA|HIP|XPU|NPU) out of memory\. Tried to allocate|OutOfMemoryError",
+        88,
+        OOM,
+    ),
+    sig(
+        "kernel_reported_oom",
+        C.RUNTIME_OOM,
+        ("failed with error out of memory", "cudaErrorMemoryAllocation"),
+        r"failed with error (?:code )?out of memory|cudaErrorMemoryAllocation",
+        86,
+        OOM,
+    ),
+    sig(
+        "cuda_error_oom",
+        C.RUNTIME_OOM,
+        ("rror: out of memory", "CPUAllocator: can't allocate memory"),
+        r"(?:CUDA|HIP) [Ee]rror: out of memory|DefaultCPUAllocator: can't allocate memory",
+        84,
+        OOM,
+    ),
+    # --- ports
+    sig(
+        "address_in_use",
+        C.PORT_IN_USE,
+        (
+            "address already in use",
+            "EADDRINUSE",
+            "Errno 98",
+            "failed to listen on any",
+            "code: -98",
+        ),
+        r"address already in use|EADDRINUSE|\[Errno 98\]|failed to listen on any local network"
+        r"|code: -98\b",
+        100,
+    ),
+    sig(
+        "dp_port_in_use",
+        C.PORT_IN_USE,
+        ("Port is already in use", "is not available in"),
+        r"Port is already in use|at \d+ is not available in \d+ seconds",
+        100,
+    ),
+    # --- arguments and configuration
+    sig(
+        "argparse",
+        C.INVALID_ARGUMENT,
+        ": error: ",
+        r"^[\w./-]+(?: serve)?: error: (?:unrecognized arguments|argument |ambiguous option"
+        r"|the following arguments are required|invalid choice|one of the arguments)",
+        100,
+    ),
+    sig(
+        "context_length",
+        C.INVALID_ARGUMENT,
+        "is greater than the derived context_length",
+        r"is greater than the derived context_length",
+        100,
+    ),
+    sig(
+        "tp_partition",
+        C.INVALID_ARGUMENT,
+        "is not divisible by",
+        r"(?:partition|size|heads|num_\w+|dim\w*|experts?|tp_size|block_[nk])\s*(?:=\s*\d+\s*)?"
+        r"is not divisible by",
+        95,
+    ),
+    sig(
+        "quantization_mismatch",
+        C.INVALID_ARGUMENT,
+        "does not match the quantization method",
+        r"does not match the quantization method",
+        100,
+    ),
+    sig(
+        "rejected_value",
+        C.INVALID_ARGUMENT,
+        ("Unknown speculative algorithm", "is not supported with", "requires --", "must be"),
+        r"Unknown speculative algorithm|^(?:ValueError|AssertionError|NotImplementedError): .*"
+        r"(?:is not supported with|requires --|--[\w-]+ must be)",
+        90,
+    ),
+    # --- the model
+    sig(
+        "architecture_unsupported",
+        C.UNSUPPORTED_MODEL,
+        (
+            "are not supported for now",
+            "Unsupported architectures",
+            "has model type",
+            "is not a registered model",
+            "Transformers implementation is not compatible",
+        ),
+        r"are not supported for now|Unsupported architectures?:|checkpoint you are trying to "
+        r"load has model type|is not a registered model in the Transformers library"
+        r"|Transformers implementation is not compatible",
+        100,
+    ),
+    sig(
+        "model_files",
+        C.MODEL_LOAD_ERROR,
+        (
+            "Cannot find any model weights",
+            "is not a local folder",
+            "HFValidationError",
+            "Repo id must",
+            "Unrecognized configuration class",
+            "does not appear to have a file",
+            "Can't load tokenizer",
+            "Can't load the configuration",
+            "SafetensorError",
+            "Error while deserializing header",
+            "RepositoryNotFoundError",
+            "GatedRepoError",
+            "LocalEntryNotFoundError",
+            "loaded_weight.shape",
+            "Unrecognized model in",
+            "JSONDecodeError",
+        ),
+        r"Cannot find any model weights|is not a local folder and is not a valid model"
+        r"|HFValidationError|Repo id must|Unrecognized configuration class"
+        r"|does not appear to have a file named|Can't load (?:tokenizer|the configuration)"
+        r"|SafetensorError|Error while deserializing header|RepositoryNotFoundError"
+        r"|GatedRepoError|LocalEntryNotFoundError|loaded_weight\.shape|Unrecognized model in"
+        r"|JSONDecodeError",
+        95,
+    ),
+    sig(
+        "missing_weight_key",
+        C.MODEL_LOAD_ERROR,
+        "KeyError: '",
+        r"^KeyError: '[\w.]*(?:weight|bias|scale|proj|embed|lm_head|layers)[\w.]*'",
+        90,
+    ),
+    # --- packages
+    sig(
+        "missing_package",
+        C.DEPENDENCY_ERROR,
+        (
+            "ModuleNotFoundError",
+            "ImportError",
+            "minimum required version",
+            "which is less than the minimum",
+            "cannot open shared object file",
+        ),
+        r"^(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError)\b|with minimum required version .* is "
+        r"not installed|which is less than the minimum required version"
+        r"|^OSError: .*cannot open shared object file",
+        95,
+    ),
+    sig(
+        "package_metadata",
+        C.DEPENDENCY_ERROR,
+        "PackageNotFoundError",
+        r"PackageNotFoundError",
+        85,
+    ),
+    # --- kernels (compile, JIT, launch) and device errors
+    sig(
+        "kernel_unavailable",
+        C.KERNEL_ERROR,
+        (
+            "no kernel image is available",
+            "Ninja is required",
+            "out of resource: shared memory",
+            "OutOfResources",
+            "CompilationError",
+            "nvcc fatal",
+            "too many blocks in cooperative",
+            "failed with error code",
+        ),
+        r"no kernel image is available|Ninja is required|out of resource: shared memory"
+        r"|OutOfResources|CompilationError|nvcc fatal|too many blocks in cooperative launch"
+        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)",
+        92,
+    ),
+    sig(
+        "native_library_check",
+        C.KERNEL_ERROR,
+        "Failed: ",
+        r"^RuntimeError: Failed: (?:Assertion error|CUDA error) \S+\.(?:cu|cuh|cpp):\d+",
+        95,
+    ),
+    sig(
+        "jit_toolchain",
+        C.KERNEL_ERROR,
+        "CalledProcessError",
+        r"CalledProcessError: Command '\[?'?[^']*(?:gcc|g\+\+|nvcc|clang|ninja|cc)'",
+        92,
+    ),
+    sig(
+        "device_assert",
+        C.CUDA_ERROR,
+        ("Assertion failed: ", "device-side assert", "Assertion `"),
+        r"^Assertion failed: \S+\.cu:\d+|device-side assert triggered|\.cu:\d+: .*Assertion `",
+        96,
+    ),
+    sig(
+        "cuda_error",
+        C.CUDA_ERROR,
+        ("CUDA error: ", "HIP error: ", "CUBLAS_STATUS_", "CUDA driver error", "cudaError"),
+        r"(?:CUDA|HIP) error: (?!out of memory)|CUBLAS_STATUS_|CUDA driver error"
+        r"|cudaError(?!MemoryAllocation)",
+        80,
+    ),
+    sig(
+        "device_busy",
+        C.CUDA_ERROR,
+        "busy or unavailable",
+        r"is/are busy or unavailable",
+        30,
+    ),
+    # --- distributed setup
+    sig(
+        "nccl_shared_memory",
+        C.DISTRIBUTED_INIT,
+        "Error while creating shared memory segment",
+        r"Error while creating shared memory segment",
+        95,
+    ),
+    sig(
+        "collective_setup",
+        C.DISTRIBUTED_INIT,
+        (
+            "DistStoreError",
+            "DistNetworkError",
+            "DistBackendError",
+            "NCCL error",
+            "ncclSystemError",
+            "ncclUnhandledCudaError",
+            "ncclInternalError",
+            "ncclInvalidUsage",
+            "ncclRemoteError",
+            "TCPStore",
+            "memory capacity is unbalanced",
+        ),
+        r"DistStoreError|DistNetworkError|DistBackendError|NCCL error|nccl(?:System|UnhandledCuda"
+        r"|Internal|RemoteError|InvalidUsage)|TCPStore|memory capacity is unbalanced",
+        90,
+    ),
+    sig(
+        "peer_lost",
+        C.DISTRIBUTED_INIT,
+        ("Connection closed by peer", "Connection reset by peer", "other ranks that didn't finish"),
+        r"gloo.*Connection (?:closed|reset) by peer|other ranks that didn't finish",
+        50,
+    ),
+    # --- hangs
+    sig(
+        "watchdog",
+        C.HANG_TIMEOUT,
+        ("atchdog timeout", "collective operation timeout"),
+        r"[Ww]atchdog timeout \(|Watchdog caught collective operation timeout",
+        100,
+        phase=Phase.RUNTIME,
+    ),
+    sig(
+        "health_check",
+        C.HANG_TIMEOUT,
+        ("Health check failed", "failed to become healthy"),
+        r"Health check failed|failed to become healthy",
+        35,
+        phase=Phase.RUNTIME,
+    ),
+    # --- crashes without a Python exception of their own
+    sig(
+        "fatal_signal",
+        C.KILLED_BY_SIGNAL,
+        "Fatal Python error: ",
+        r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted|Floating point exception"
+        r"|Illegal instruction)",
+        60,
+    ),
+    sig(
+        "native_signal",
+        C.KILLED_BY_SIGNAL,
+        "Caught signal",
+        r"Caught signal \d+ \(",
+        60,
+        Resolve.NATIVE_CRASH,
+    ),
+    sig(
+        "killed",
+        C.KILLED_BY_SIGNAL,
+        ("Killed", "已杀死", "exit code: -9", "exit code -9", "core dumped", "exit code 137"),
+        r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b|Segmentation fault \(core dumped\)"
+        r"|exit code 137",
+        25,
+    ),
+    # --- other known conditions
+    sig(
+        "host_environment",
+        C.OTHER,
+        (
+            "Cannot re-initialize CUDA in forked",
+            "is available.",
+            "memory leak detected",
+            "Cannot allocate memory",
+        ),
+        r"Cannot re-initialize CUDA in forked subprocess|No accelerator .*is available"
+        r"|memory leak detected|\[Errno 12\] Cannot allocate memory",
+        90,
+    ),
+)
+
+# What an exception's frames say when its message does not (a bare AssertionError, a
+# KeyError): the first rule whose fragment appears in a frame path or function wins.
+FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
+    (("server_args.py", "check_server_args", "__post_init__"), C.INVALID_ARGUMENT),
+    (
+        (
+            "/triton",
+            "triton_ops",
+            "flashinfer",
+            "deep_gemm",
+            "deep_ep",
+            "sgl_kernel",
+            "cutlass",
+            "extend_attention",
+            "decode_attention",
+            "/jit/",
+        ),
+        C.KERNEL_ERROR,
+    ),
+    (("model_loader", "load_weights", "weight_loader", "weight_utils"), C.MODEL_LOAD_ERROR),
+    (("distributed_c10d", "parallel_state", "pynccl", "rendezvous"), C.DISTRIBUTED_INIT),
+)
+
+# Where an out-of-memory error happened, from its frames; checked in this order.
+OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
+    (
+        (
+            "cuda_graph_runner",
+            "capture_one_batch_size",
+            "init_cuda_graphs",
+            "init_device_graphs",
+            "graph_runner",
+        ),
+        C.CUDA_GRAPH_OOM,
+    ),
+    (
+        (
+            "load_model",
+            "load_weights",
+            "weight_loader",
+            "create_weights",
+            "_initialize_model",
+            "model_loader",
+        ),
+        C.WEIGHTS_OOM,
+    ),
+    (
+        ("init_memory_pool", "memory_pool.py", "_create_buffers", "alloc_memory_pool"),
+        C.POOL_INIT_OOM,
+    ),
+)
+
+# Exceptions that only ever follow another failure: never a root cause of their own.
+CONSEQUENCE_EXCEPTIONS = frozenset(
+    {
+        "EOFError",
+        "BrokenPipeError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "KeyboardInterrupt",
+        "SystemExit",
+        "asyncio.CancelledError",
+        "CancelledError",
+    }
+)

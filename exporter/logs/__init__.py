@@ -1,0 +1,1 @@
+"""Reading SGLang's log: tailing files, parsing lines, assembling tracebacks."""

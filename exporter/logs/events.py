@@ -1,0 +1,72 @@
+"""Typed events read from an SGLang log."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from exporter.logs.lines import LogLine
+
+FieldValue = int | float | str | bool
+
+
+class EventKind(enum.Enum):
+    """What a log line means. Values are stable: they appear in JSON and tests."""
+
+    # startup, in the order SGLang prints them
+    RESOLUTION_WARNING = "resolution_warning"  # ServerArgs decided something for you
+    SERVER_ARGS = "server_args"
+    DIST_INIT_BEGIN = "dist_init_begin"
+    DIST_INIT_END = "dist_init_end"
+    MEMORY_BASELINE = "memory_baseline"
+    MEMORY_UNBALANCED = "memory_unbalanced"
+    WEIGHT_LOAD_BEGIN = "weight_load_begin"
+    WEIGHT_LOAD_END = "weight_load_end"
+    MAMBA_REQUESTS_CAPPED = "mamba_requests_capped"
+    MAMBA_CACHE_ALLOCATED = "mamba_cache_allocated"
+    KV_CACHE_ALLOCATED = "kv_cache_allocated"
+    MEMORY_POOL_END = "memory_pool_end"
+    KV_POOL_BELOW_CONTEXT = "kv_pool_below_context"
+    CUDA_GRAPH_BEGIN = "cuda_graph_begin"
+    CUDA_GRAPH_END = "cuda_graph_end"
+    SCHEDULER_READY = "scheduler_ready"  # the max_total_num_tokens=... summary
+    STARTUP_TIMINGS = "startup_timings"
+    HTTP_STARTED = "http_started"
+    SERVER_READY = "server_ready"
+    # runtime
+    PREFILL_BATCH = "prefill_batch"
+    DECODE_BATCH = "decode_batch"
+    RETRACTION = "retraction"
+    HEALTH_CHECK_FAILED = "health_check_failed"
+    # failure and shutdown
+    PROCESS_EXCEPTION = "process_exception"  # "<Process> hit an exception: Traceback..."
+    CHILD_FAILED = "child_failed"  # the launcher got SIGQUIT from a child
+    SCHEDULER_DIED = "scheduler_died"
+    WATCHDOG_TIMEOUT = "watchdog_timeout"
+    WARMUP_FAILED = "warmup_failed"
+    BIND_FAILED = "bind_failed"
+    SIGTERM_RECEIVED = "sigterm_received"
+    KILL_PROCESS_TREE = "kill_process_tree"
+    ARGUMENT_ERROR = "argument_error"
+    TRACEBACK = "traceback"  # assembled from many lines, see tracebacks.py
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One meaningful line (or, for TRACEBACK, block) with its numbers parsed.
+
+    Byte quantities are ints in bytes (SGLang's "GB" is GiB), durations floats in seconds.
+    """
+
+    kind: EventKind
+    line: LogLine
+    fields: Mapping[str, FieldValue] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def tp_rank(self) -> int | None:
+        return self.line.tp_rank
+
+    def get(self, name: str, default: FieldValue | None = None) -> FieldValue | None:
+        return self.fields.get(name, default)

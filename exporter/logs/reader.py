@@ -1,0 +1,69 @@
+"""Lines in, events out: the log-reading half of the pipeline, with its own counters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from exporter.logs.events import Event
+from exporter.logs.grammar import grammar_for, parse_event
+from exporter.logs.lines import LogLine, parse_line
+from exporter.logs.tracebacks import TracebackAssembler
+
+
+@dataclass
+class ReaderStats:
+    lines: int = 0
+    matched: int = 0  # lines the grammar knows
+    unknown: int = 0  # lines it does not: counted, never an error
+
+
+class LogReader:
+    """Turns the lines of one attempt's log into events, in order.
+
+    ``keep_lines`` retains every parsed line (the classifier needs them as evidence); the
+    daemon's live pipeline turns it off and keeps memory flat however long SGLang runs.
+    """
+
+    def __init__(self, version: str | None = None, keep_lines: bool = True) -> None:
+        self._patterns = grammar_for(version)
+        self._tracebacks = TracebackAssembler()
+        self._keep = keep_lines
+        self.lines: list[LogLine] = []
+        self.stats = ReaderStats()
+
+    def feed(self, raw_lines: Iterable[str]) -> list[Event]:
+        events: list[Event] = []
+        stats = self.stats
+        for raw in raw_lines:
+            stats.lines += 1
+            line = parse_line(stats.lines, raw)
+            if self._keep:
+                self.lines.append(line)
+            finished = self._tracebacks.feed(line)
+            if finished is not None:
+                events.append(finished)
+            event = parse_event(line, self._patterns)
+            if event is None:
+                stats.unknown += 1
+            else:
+                stats.matched += 1
+                events.append(event)
+        return events
+
+    def close(self) -> list[Event]:
+        finished = self._tracebacks.flush()
+        return [finished] if finished else []
+
+
+def read_log(text: str, version: str | None = None) -> tuple[list[LogLine], list[Event]]:
+    """Read a whole log at once (the ``classify`` command, tests)."""
+    reader = LogReader(version)
+    events = reader.feed(split_lines(text))
+    events.extend(reader.close())
+    return reader.lines, events
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on \\n and on bare \\r: tqdm redraws its progress bars with \\r."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")

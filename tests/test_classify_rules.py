@@ -1,0 +1,220 @@
+"""The classifier's rules, one behaviour per test, on small logs shaped like real ones."""
+
+from __future__ import annotations
+
+from exporter.diagnosis.classify import Outcome, classify
+from exporter.diagnosis.taxonomy import DETERMINISTIC, Phase
+from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.reader import read_log
+from tests.conftest import GOLDEN
+
+
+def run(text: str, outcome: Outcome | None = None):
+    return classify(*read_log(text), outcome)
+
+
+TRACEBACK = """[2026-01-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 3130, in run_scheduler_process
+    scheduler = Scheduler(
+  File "{path}", line 10, in {func}
+    do()
+{exception}
+[2026-01-01 10:00:00] Received sigquit from a child process. It usually means the child failed.
+Killed
+"""
+
+
+def oom_in(path: str, func: str, before: str = "") -> str:
+    exc = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 79.10 GiB of which 1.00 GiB is free."
+    )
+    return before + TRACEBACK.format(path=path, func=func, exception=exc)
+
+
+def test_incident_pool_oom_explains_the_budget():
+    text = (GOLDEN / "sglang-0.5.9-pool-init-oom-incident.log").read_text()
+    result = run(text)
+    assert result.failure_class is C.POOL_INIT_OOM
+    assert result.root_cause_line.startswith("RuntimeError: Not enough memory.")
+    copies = [n for n, line in enumerate(text.splitlines(), 1) if line == result.root_cause_line]
+    assert len(copies) == 2 and result.root_cause_number == copies[0]  # TP0's, not TP1's later copy
+    assert "46.86 GiB free before weights" in result.diagnosis
+    assert "25.56 GiB of weights" in result.diagnosis
+    assert "--mem-fraction-static=0.85 holds back 7.03 GiB" in result.diagnosis
+    assert "max_running_requests=48" in result.diagnosis
+    assert result.to_json()["mem_fraction_static"] == "raise"
+    assert result.phase is Phase.STARTUP
+
+
+def test_0_5_23_pool_wording_and_version():
+    result = run((GOLDEN / "sglang-0.5.23-pool-init-oom.log").read_text())
+    assert result.failure_class is C.POOL_INIT_OOM
+    assert result.root_cause_line.startswith("ValueError: Loaded weights leave no GPU memory")
+    assert result.sglang_version == "0.5.23"
+
+
+def test_graph_capture_wrapper_around_oom_is_cuda_graph_oom_and_cause_is_inner():
+    result = run((GOLDEN / "sglang-0.5.9-cuda-graph-oom.log").read_text())
+    assert result.failure_class is C.CUDA_GRAPH_OOM
+    assert result.to_json()["mem_fraction_static"] == "lower"
+    assert "the pools left 1.05 GiB for CUDA graphs" in result.diagnosis
+
+
+def test_graph_capture_wrapper_around_non_oom_is_not_an_oom():
+    log = """Traceback (most recent call last):
+  File "/x/flashinfer/jit/core.py", line 4, in build
+RuntimeError: Ninja is required to load C++ extensions
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/x/sglang/srt/model_executor/cuda_graph_runner.py", line 372, in __init__
+Exception: Capture cuda graph failed: Ninja is required to load C++ extensions
+Possible solutions:
+1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)
+"""
+    result = run(log)
+    assert result.failure_class is C.KERNEL_ERROR
+    assert result.root_cause_line == "RuntimeError: Ninja is required to load C++ extensions"
+
+
+def test_same_oom_text_is_classified_by_where_it_happened():
+    assert (
+        run(oom_in("/x/sglang/srt/model_loader/loader.py", "load_model")).failure_class
+        is C.WEIGHTS_OOM
+    )
+    assert (
+        run(oom_in("/x/sglang/srt/mem_cache/memory_pool.py", "_create_buffers")).failure_class
+        is C.POOL_INIT_OOM
+    )
+    assert (
+        run(
+            oom_in("/x/sglang/srt/model_executor/cuda_graph_runner.py", "capture_one_batch_size")
+        ).failure_class
+        is C.CUDA_GRAPH_OOM
+    )
+    runtime = run(oom_in("/x/sglang/srt/managers/scheduler.py", "event_loop_normal"))
+    assert (runtime.failure_class, runtime.phase) == (C.RUNTIME_OOM, Phase.RUNTIME)
+
+
+def test_oom_without_frames_uses_the_last_startup_step():
+    before = "[2026-01-01 09:59:00 TP0] Load weight begin. avail mem=15.27 GB\n"
+    result = run(oom_in("/x/torch/nn/modules/module.py", "_apply", before))
+    assert result.failure_class is C.WEIGHTS_OOM
+    assert "15.27 GiB free when loading began" in result.diagnosis
+
+
+def test_port_collision_beats_the_later_warmup_failure():
+    log = """[2026-01-01 10:00:00 TP0] max_total_num_tokens=4096, chunked_prefill_size=2048, max_prefill_tokens=16384, max_running_requests=64, context_len=2048, available_cpu_mem=20.00 GB
+[2026-01-01 10:00:01] ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use
+[2026-01-01 10:02:01] Initialization failed. warmup error: Traceback (most recent call last):
+  File "/x/sglang/srt/entrypoints/http_server.py", line 1700, in _execute_server_warmup
+AssertionError: res=<Response [404]>, res.text='{"detail":"Not Found"}'
+"""
+    result = run(log)
+    assert result.failure_class is C.PORT_IN_USE
+    assert "[Errno 98]" in result.root_cause_line
+    assert "consequence" in result.diagnosis
+
+
+def test_reversed_export_finds_the_earliest_cause():
+    log = "\n".join(
+        [
+            "ERROR 2025-04-05T00:01:19.50Z ./entrypoint.sh: line 48: 28 Killed python3 -m sglang.launch_server",
+            "ERROR 2025-04-05T00:01:19.40Z [2025-04-05 00:01:19] Received sigquit from a child process.",
+            "ERROR 2025-04-05T00:01:19.30Z torch.distributed.DistBackendError: NCCL error in: x.cpp:76, unhandled cuda error",
+            'ERROR 2025-04-05T00:01:19.20Z   File "/x/torch/distributed/distributed_c10d.py", line 2501, in all_reduce',
+            "ERROR 2025-04-05T00:01:19.10Z [2025-04-05 00:01:19 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+            "ERROR 2025-04-05T00:01:18.00Z [2025-04-05 00:01:18 TP0] Load weight begin. avail mem=70.00 GB",
+        ]
+    )
+    result = run(log)
+    assert result.failure_class is C.DISTRIBUTED_INIT
+    assert "DistBackendError" in result.root_cause_line
+
+
+def test_hard_wrapped_decisive_line_is_found_on_its_first_half():
+    log = (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+        "network address. port: 29500, useIpv6: false, code: -98, name: EAD\n"
+        "DRINUSE, message: address already in use\n"
+    )
+    result = run(log.replace("failed to listen on any local network", "failed to bind"))
+    assert result.failure_class is C.PORT_IN_USE
+    assert result.root_cause_line.endswith("name: EAD")
+
+
+def test_consequence_after_cause_illegal_memory_access_then_device_busy():
+    log = """[2026-01-01 10:00:00 TP3] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 1, in event_loop_overlap
+RuntimeError: CUDA error: an illegal memory access was encountered
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 2, in run_scheduler_process
+RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable
+"""
+    result = run(log)
+    assert result.failure_class is C.CUDA_ERROR
+    assert result.root_cause_line.endswith("an illegal memory access was encountered")
+
+
+def test_bare_assertion_error_points_at_the_assert_source_line():
+    log = """Traceback (most recent call last):
+  File "/x/sglang/srt/layers/attention/triton_ops/extend_attention.py", line 267, in extend_attention_fwd
+    assert Lq in {16, 32, 64, 128, 256, 576}
+AssertionError
+"""
+    result = run(log)
+    assert result.failure_class is C.KERNEL_ERROR
+    assert result.root_cause_line == "assert Lq in {16, 32, 64, 128, 256, 576}"
+
+
+def test_weak_signal_does_not_beat_a_real_exception():
+    log = """Traceback (most recent call last):
+  File "/x/deep_gemm/jit_kernels/gemm.py", line 100, in gemm
+AssertionError: Unknown cases: sf.dtype=torch.int32, arch=90a
+Killed
+"""
+    result = run(log)
+    assert result.failure_class is C.KERNEL_ERROR
+    assert result.root_cause_line.startswith("AssertionError: Unknown cases")
+
+
+def test_retraction_warning_alone_is_kv_pressure_but_a_crash_after_it_wins():
+    retract = "[2026-01-01 10:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 10, #new_token_ratio: 0.1 -> 0.2\n"
+    assert run(retract).failure_class is C.KV_POOL_EXHAUSTED
+    crashed = run(retract + "Fatal Python error: Segmentation fault\n")
+    assert crashed.failure_class is C.KILLED_BY_SIGNAL
+    assert crashed.phase is Phase.RUNTIME
+
+
+def test_healthy_log_is_none():
+    result = run((GOLDEN / "sglang-0.5.9-serve-hybrid-tp2.log").read_text())
+    assert result.failure_class is C.NONE
+    assert result.root_cause_line is None
+
+
+def test_startup_that_stops_without_error_is_a_hang_and_names_the_last_line():
+    log = "[2026-01-01 10:00:00 TP0] Init torch distributed begin.\n[2026-01-01 10:00:00 TP1] Init torch distributed begin.\n"
+    result = run(log)
+    assert result.failure_class is C.HANG_TIMEOUT
+    assert result.root_cause_line.endswith("TP1] Init torch distributed begin.")
+
+
+def test_outcome_decides_when_the_log_is_silent():
+    killed = run("", Outcome(exit_code=-9))
+    assert killed.failure_class is C.KILLED_BY_SIGNAL
+    assert "killed by signal 9" in killed.diagnosis
+    assert run("loading...\n", Outcome(stalled=True)).failure_class is C.HANG_TIMEOUT
+    assert run("", Outcome(exit_code=None)).failure_class is C.NONE
+
+
+def test_argparse_error_is_invalid_argument_and_not_retried():
+    log = "usage: launch_server.py [-h] --model-path MODEL_PATH\nlaunch_server.py: error: unrecognized arguments: --foo\n"
+    result = run(log, Outcome(exit_code=2))
+    assert result.failure_class is C.INVALID_ARGUMENT
+    assert result.failure_class in DETERMINISTIC
+    assert result.root_cause_line == "launch_server.py: error: unrecognized arguments: --foo"
