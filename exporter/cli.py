@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from exporter import __version__
-from exporter.commands import classify
+from exporter.commands import check_config, classify, demo, history, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +18,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo.add_parser(subparsers)
     classify.add_parser(subparsers)
+    check_config.add_parser(subparsers)
+    history.add_parser(subparsers)
+    run.add_parser(subparsers)
     return parser
 
 

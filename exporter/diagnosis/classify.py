@@ -95,6 +95,9 @@ class Outcome:
 
     exit_code: int | None = None  # returncode: negative means killed by that signal
     stalled: bool = False  # the supervisor gave up waiting (startup timeout, hang)
+    # A process of the attempt (e.g. "sglang::scheduler") vanished while the launcher lived:
+    # 0.5.9's launcher does not notice a dead scheduler and the log stays silent.
+    lost_process: str | None = None
 
 
 @dataclass
@@ -345,6 +348,8 @@ def _without_signature(
             return FailureClass.MODEL_LOAD_ERROR, exception, "exception_frames"
         return FailureClass.OTHER, exception, "exception"
     last_line = _last_meaningful(ordered)
+    if outcome.lost_process:
+        return FailureClass.KILLED_BY_SIGNAL, None, "process_lost"
     if outcome.stalled:
         return FailureClass.HANG_TIMEOUT, last_line, "stalled"
     if outcome.exit_code is not None and outcome.exit_code < 0:

@@ -155,7 +155,7 @@ def diagnose(
         details.append(f"the launcher died of signal {-outcome.exit_code}")
     if not details:
         details.append(_shorten(root.message))
-    return _SUMMARY[failure_class] + ": " + "; ".join(details) + "."
+    return _SUMMARY[failure_class] + ": " + "; ".join(d.rstrip(".") for d in details) + "."
 
 
 def _shorten(text: str, limit: int = 200) -> str:
@@ -167,9 +167,15 @@ def without_log(failure_class: FailureClass, outcome: Outcome) -> str:
     """A diagnosis when the log holds nothing to point at."""
     if failure_class is FailureClass.NONE:
         return "no failure in the log."
+    if outcome.lost_process:
+        return (
+            f"{_SUMMARY[failure_class]}: {outcome.lost_process} died while the launcher kept "
+            "running, and the log says nothing about it (killed from outside, e.g. SIGKILL or "
+            "the host OOM killer)."
+        )
     how = (
         "stopped making progress" if outcome.stalled else f"exited with status {outcome.exit_code}"
     )
     if outcome.exit_code is not None and outcome.exit_code < 0:
         how = f"was killed by signal {-outcome.exit_code}"
-    return f"{_SUMMARY[failure_class]}: the log is empty and the launcher {how}."
+    return f"{_SUMMARY[failure_class]}: the log shows no error and the launcher {how}."

@@ -283,6 +283,13 @@ SIGNATURES: tuple[Signature, ...] = (
         95,
     ),
     sig(
+        "shared_library_missing",
+        C.DEPENDENCY_ERROR,
+        ("cannot open shared object file", "undefined symbol"),
+        r"cannot open shared object file|^(?:- )?ImportError: .*undefined symbol",
+        96,
+    ),
+    sig(
         "package_metadata",
         C.DEPENDENCY_ERROR,
         "PackageNotFoundError",

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 
-class FailureClass(str, enum.Enum):
+class FailureClass(enum.StrEnum):
     POOL_INIT_OOM = "pool_init_oom"
     WEIGHTS_OOM = "weights_oom"
     CUDA_GRAPH_OOM = "cuda_graph_oom"
@@ -27,13 +27,13 @@ class FailureClass(str, enum.Enum):
     NONE = "none"  # the log shows no failure
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     STARTUP = "startup"
     RUNTIME = "runtime"
     SHUTDOWN = "shutdown"
 
 
-class FractionMove(str, enum.Enum):
+class FractionMove(enum.StrEnum):
     """Which way --mem-fraction-static should move for a class."""
 
     RAISE = "raise"

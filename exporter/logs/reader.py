@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from exporter.logs.events import Event
 from exporter.logs.grammar import grammar_for, parse_event
@@ -67,3 +69,21 @@ def read_log(text: str, version: str | None = None) -> tuple[list[LogLine], list
 def split_lines(text: str) -> list[str]:
     """Split on \\n and on bare \\r: tqdm redraws its progress bars with \\r."""
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+HEAD_BYTES = 8 << 20
+TAIL_BYTES = 56 << 20
+
+
+def read_log_file(path: str | Path) -> str:
+    """A log file's text for classification: whole when it is small; otherwise its head (the
+    startup) and its tail (the failure), so days of batch lines do not cost a scan."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size <= HEAD_BYTES + TAIL_BYTES:
+            data = handle.read()
+        else:
+            head = handle.read(HEAD_BYTES)
+            handle.seek(size - TAIL_BYTES)
+            data = head + b"\n" + handle.read()
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,1 @@
+"""Launching SGLang and keeping track of (and stopping) every process it starts."""

@@ -1,0 +1,633 @@
+"""The daemon's main loop: the only place that starts or stops SGLang.
+
+One thread owns the state machine and the attempt. The tailer thread turns new log lines
+into events and progress under the lock; the metrics server's threads read snapshots under
+the same lock. Signals only set flags and wake the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from exporter.config import Config, ConfigError, load_config
+from exporter.diagnosis.classify import Classification, Outcome, classify
+from exporter.diagnosis.taxonomy import FailureClass
+from exporter.history import AttemptRecord, History, HistoryWriteError
+from exporter.logs.events import EventKind
+from exporter.logs.reader import LogReader, read_log, read_log_file
+from exporter.logs.tailer import LogTailer
+from exporter.metrics import Snapshot
+from exporter.redact import redact_command
+from exporter.supervisor.policy import Decision, decide
+from exporter.supervisor.processes import (
+    AttemptProcesses,
+    ProcessIdentity,
+    SpawnError,
+    describe,
+    identify,
+    spawn,
+    wait_port_free,
+)
+from exporter.supervisor.progress import AttemptProgress, Step
+from exporter.supervisor.states import ServerState, check_transition
+from exporter.telemetry.probes import HealthProbe, server_url
+
+log = logging.getLogger("sglang_sentinel")
+
+TICK_S = 0.2
+UNHEALTHY_AFTER = 3  # consecutive failed probes before a serving server is "unhealthy"
+PORT_WAIT_S = 10.0
+MEMBER_SCAN_S = 1.0
+# A member that vanished gets this long for the launcher to notice and exit by itself
+# (SGLang's own crash path) before the daemon calls it lost.
+LOST_MEMBER_GRACE_S = 3.0
+# SGLang's long-lived children rename themselves sglang::scheduler_TP0, sglang::detokenizer.
+SGLANG_TITLE = "sglang::"
+# Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
+# and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
+DOOMED_BY = frozenset({EventKind.BIND_FAILED})
+
+
+@dataclass
+class Attempt:
+    """One launch of SGLang and what the daemon follows of it."""
+
+    number: int
+    profile_index: int
+    command: list[str]
+    log_path: Path
+    started_at: float
+    processes: AttemptProcesses
+    progress: AttemptProgress
+    reader: LogReader
+    tailer: LogTailer | None = None
+    ready_at: float | None = None
+    failed_probes: int = 0
+    doomed_by: str | None = None  # the line after which the attempt cannot recover
+    titled: dict[ProcessIdentity, str] = field(default_factory=dict)  # sglang:: members
+    scanned_at: float = 0.0
+    member_lost: tuple[str, float] | None = None  # (description, when noticed)
+
+
+class Daemon:
+    def __init__(self, config: Config, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop_requested = False
+        self._reload_requested = False
+        self.history = History(config.paths.state_dir)
+        self.state = ServerState.STOPPED
+        self.attempt: Attempt | None = None
+        self._backoff_until: float | None = None
+        self._next_profile = 0
+        self._next_reason = "first launch"
+        self._attempts_total = 0
+        self._restarts: Counter[str] = Counter()
+        self._failures: Counter[str] = Counter()
+        self._last_failure: dict[str, float] = {}
+        self._startup_s: float | None = None
+        self._log_lines: Counter[bool] = Counter()
+        self._probe = HealthProbe(server_url(config.profile_args(0)))
+        self.gave_up_reason: str | None = None
+        self.last_decision: Decision | None = None
+
+    # --- outside world -------------------------------------------------------------
+    def request_stop(self) -> None:
+        self._stop_requested = True
+        self._wake.set()
+
+    def request_reload(self) -> None:
+        self._reload_requested = True
+        self._wake.set()
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            attempt = self.attempt
+            profile = self.config.profiles[attempt.profile_index] if attempt else None
+            return Snapshot(
+                state=self.state,
+                profile=profile.name if profile else None,
+                profile_index=attempt.profile_index if attempt else None,
+                attempts_total=self._attempts_total,
+                restarts=dict(self._restarts),
+                failures=dict(self._failures),
+                last_failure_time=dict(self._last_failure),
+                startup_duration_s=self._startup_s,
+                progress=_copy_progress(attempt.progress) if attempt else None,
+                log_lines=dict(self._log_lines),
+            )
+
+    # --- the loop ----------------------------------------------------------------------
+    def run(self) -> int:
+        """Supervise until asked to stop; returns the process exit status."""
+        self._resume_from_history()
+        while not self._stop_requested:
+            self._wake.wait(TICK_S)
+            self._wake.clear()
+            if self._reload_requested:
+                self._reload()
+            self.tick()
+        self._shutdown()
+        self._probe.close()
+        return 0
+
+    def tick(self) -> None:
+        """One pass of the loop: launch after backoff, notice an end, a stall, readiness."""
+        now = self._clock()
+        if self.state is ServerState.BACKOFF and self._backoff_until is not None:
+            if now >= self._backoff_until:
+                self._launch(self._next_profile, self._next_reason)
+            return
+        attempt = self.attempt
+        if attempt is None or self.state not in (
+            ServerState.STARTING,
+            ServerState.READY,
+            ServerState.UNHEALTHY,
+        ):
+            return
+        if not attempt.processes.leader_running():
+            self._end(Outcome(exit_code=attempt.processes.exit_code()))
+        elif attempt.doomed_by is not None:
+            log.warning("attempt %d: cannot recover after: %s", attempt.number, attempt.doomed_by)
+            self._end(Outcome())
+        elif (lost := self._lost_member(attempt, now)) is not None:
+            self._end(Outcome(lost_process=lost))
+        elif self.state is ServerState.STARTING:
+            if now - attempt.started_at > self.config.policy.startup_timeout_s:
+                log.warning(
+                    "attempt %d: not serving after %.0f s (startup timeout)",
+                    attempt.number,
+                    now - attempt.started_at,
+                )
+                self._end(Outcome(stalled=True))
+            elif attempt.progress.ready:
+                self._probe_health(attempt, now)
+        else:
+            self._probe_health(attempt, now)
+
+    # --- launching ------------------------------------------------------------------------
+    def _launch(self, index: int, reason: str) -> None:
+        config = self.config
+        number = self.history.next_attempt_id()
+        command = config.command(index)
+        log_dir = config.paths.log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"attempt-{number:06d}.log"
+        args = config.profile_args(index)
+        url = server_url(args)
+        self._probe.close()
+        self._probe = HealthProbe(url)
+        host, port = _host_port(args)
+        if not wait_port_free(host, port, PORT_WAIT_S):
+            log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
+        env = {**os.environ, **config.sglang.env}
+        started = self._clock()
+        try:
+            popen = spawn(command, env=env, cwd=config.sglang.workdir, log_path=log_path)
+        except SpawnError as error:
+            self._spawn_failed(number, index, command, log_path, started, str(error))
+            return
+        leader = identify(popen.pid) or ProcessIdentity(popen.pid, started)
+        attempt = Attempt(
+            number=number,
+            profile_index=index,
+            command=command,
+            log_path=log_path,
+            started_at=started,
+            processes=AttemptProcesses(leader, popen),
+            progress=AttemptProgress(),
+            reader=LogReader(config.sglang.version, keep_lines=False),
+        )
+        _point_current(log_dir, log_path)
+        self._record(
+            {
+                "type": "start",
+                "attempt": number,
+                "time": started,
+                "profile": config.profiles[index].name,
+                "profile_index": index,
+                "command": redact_command(command),
+                "log": str(log_path),
+                "processes": [leader.to_json()],
+                "reason": reason,
+            }
+        )
+        with self._lock:
+            self.attempt = attempt
+            self._attempts_total += 1
+            self._set_state(ServerState.STARTING)
+        log.info(
+            "attempt %d: launched profile '%s' (%s), log %s",
+            number,
+            config.profiles[index].name,
+            reason,
+            log_path,
+        )
+        self._follow(attempt, start_at_end=False)
+
+    def _follow(self, attempt: Attempt, start_at_end: bool) -> None:
+        def on_lines(lines: list[str]) -> None:
+            with self._lock:
+                stats = attempt.reader.stats
+                matched, unknown = stats.matched, stats.unknown
+                events = attempt.reader.feed(lines)
+                attempt.progress.apply(events)
+                self._log_lines[True] += stats.matched - matched
+                self._log_lines[False] += stats.unknown - unknown
+                doom = next((e for e in events if e.kind in DOOMED_BY), None)
+                if doom is not None and attempt.doomed_by is None:
+                    attempt.doomed_by = doom.line.raw.strip()
+            if attempt.progress.ready or attempt.doomed_by:
+                self._wake.set()
+
+        attempt.tailer = LogTailer(attempt.log_path, on_lines, start_at_end=start_at_end)
+        attempt.tailer.start()
+
+    def _spawn_failed(
+        self, number: int, index: int, command: list[str], log_path: Path, at: float, error: str
+    ) -> None:
+        log.error("attempt %d: could not start SGLang: %s", number, error)
+        self._record(
+            {
+                "type": "start",
+                "attempt": number,
+                "time": at,
+                "profile": self.config.profiles[index].name,
+                "profile_index": index,
+                "command": redact_command(command),
+                "log": str(log_path),
+                "processes": [],
+                "reason": "spawn failed",
+            }
+        )
+        result = Classification(
+            FailureClass.INVALID_ARGUMENT, error, None, None, [error], f"could not start: {error}"
+        )
+        with self._lock:
+            self._attempts_total += 1
+        self._conclude(number, index, at, None, result, Outcome(), stopped_by=None)
+
+    # --- watching ---------------------------------------------------------------------------
+    def _probe_health(self, attempt: Attempt, now: float) -> None:
+        result = self._probe.check()
+        with self._lock:
+            if result.ok:
+                attempt.failed_probes = 0
+                if self.state is ServerState.STARTING:
+                    attempt.ready_at = now
+                    self._startup_s = now - attempt.started_at
+                    self._set_state(ServerState.READY)
+                    ready = True
+                else:
+                    ready = False
+                    if self.state is ServerState.UNHEALTHY:
+                        self._set_state(ServerState.READY)
+            else:
+                ready = False
+                attempt.failed_probes += 1
+                if self.state is ServerState.READY and attempt.failed_probes >= UNHEALTHY_AFTER:
+                    self._set_state(ServerState.UNHEALTHY)
+                    log.warning("attempt %d: health probes failing (%s)", attempt.number, result)
+        if ready:
+            log.info("attempt %d: serving after %.1f s", attempt.number, self._startup_s)
+            self._record(
+                {
+                    "type": "ready",
+                    "attempt": attempt.number,
+                    "time": now,
+                    "startup_s": self._startup_s,
+                }
+            )
+
+    def _lost_member(self, attempt: Attempt, now: float) -> str | None:
+        """A long-lived SGLang child that died while the launcher lives on (0.5.9 does not
+        notice a killed scheduler: it keeps answering HTTP and hangs every request)."""
+        if attempt.member_lost is not None:
+            description, noticed = attempt.member_lost
+            return description if now - noticed >= LOST_MEMBER_GRACE_S else None
+        if now - attempt.scanned_at < MEMBER_SCAN_S:
+            return None
+        attempt.scanned_at = now
+        for member in attempt.processes.refresh():
+            if member not in attempt.titled:
+                cmdline = describe(member).get("cmdline") or ""
+                if cmdline.startswith(SGLANG_TITLE):
+                    attempt.titled[member] = cmdline.split()[0]
+        for member, title in attempt.titled.items():
+            if not member.alive():
+                attempt.member_lost = (f"{title} (pid {member.pid})", now)
+                log.warning("attempt %d: %s is gone", attempt.number, title)
+                break
+        return None
+
+    # --- ending -----------------------------------------------------------------------------
+    def _end(self, outcome: Outcome, stopped_by: str | None = None) -> None:
+        """The attempt ended (or is being ended): clean up, classify, record, decide."""
+        attempt = self.attempt
+        assert attempt is not None
+        report = attempt.processes.stop(self.config.policy.stop_grace_s)
+        if report.survivors:
+            log.error(
+                "attempt %d: %d process(es) survived SIGKILL: %s",
+                attempt.number,
+                len(report.survivors),
+                report.survivors,
+            )
+        if attempt.tailer is not None:
+            attempt.tailer.stop()
+        if outcome.exit_code is None and not outcome.stalled:
+            outcome = replace(outcome, exit_code=attempt.processes.exit_code())
+        if stopped_by == "daemon":
+            result = Classification(
+                FailureClass.NONE, None, None, None, [], "stopped by the daemon"
+            )
+        else:
+            result = _classify_file(attempt.log_path, outcome, self.config.sglang.version)
+        self._conclude(
+            attempt.number,
+            attempt.profile_index,
+            attempt.started_at,
+            attempt,
+            result,
+            outcome,
+            stopped_by,
+        )
+
+    def _conclude(
+        self,
+        number: int,
+        index: int,
+        started_at: float,
+        attempt: Attempt | None,
+        result: Classification,
+        outcome: Outcome,
+        stopped_by: str | None,
+    ) -> None:
+        now = self._clock()
+        failed = result.failure_class is not FailureClass.NONE or stopped_by is None
+        failure_class = result.failure_class
+        if failed and failure_class is FailureClass.NONE:
+            # It exited on its own and its log shows nothing: that is still a failure.
+            failure_class = FailureClass.OTHER
+        decision = None
+        if stopped_by is None:
+            decision = self._decide(number, index, started_at, attempt, failure_class, now)
+        exit_code = outcome.exit_code
+        self._record(
+            {
+                "type": "end",
+                "attempt": number,
+                "time": now,
+                "exit_code": exit_code,
+                "signal": -exit_code if exit_code is not None and exit_code < 0 else None,
+                "phase": result.phase.value if result.phase else None,
+                "phase_reached": attempt.progress.step.label if attempt else None,
+                "failure_class": failure_class.value,
+                "root_cause_line": result.root_cause_line,
+                "diagnosis": result.diagnosis,
+                "decision": decision.reason if decision else None,
+                "stopped_by": stopped_by,
+                "served_s": now - attempt.ready_at if attempt and attempt.ready_at else None,
+            }
+        )
+        with self._lock:
+            if failed:
+                self._failures[failure_class.value] += 1
+                self._last_failure[failure_class.value] = now
+            if decision is None:
+                return
+            self.last_decision = decision
+            if decision.relaunch:
+                self._restarts[failure_class.value] += 1
+                self._next_profile = decision.profile_index or 0
+                self._next_reason = decision.reason
+                self._backoff_until = now + decision.delay_s
+                self._set_state(ServerState.BACKOFF)
+            else:
+                self.gave_up_reason = decision.reason
+                self._set_state(ServerState.GAVE_UP)
+        log.warning("attempt %d: %s. %s", number, result.diagnosis, decision.reason)
+
+    def _decide(
+        self,
+        number: int,
+        index: int,
+        started_at: float,
+        attempt: Attempt | None,
+        failure_class: FailureClass,
+        now: float,
+    ) -> Decision:
+        attempts = [a for a in self.history.read().attempts if a.attempt != number]
+        attempts.append(
+            AttemptRecord(
+                attempt=number,
+                profile_index=index,
+                started_at=started_at,
+                ready_at=attempt.ready_at if attempt else None,
+                ended_at=now,
+                failure_class=failure_class.value,
+            )
+        )
+        config = self.config
+        return decide(
+            failure_class,
+            index,
+            [config.command(i) for i in range(len(config.profiles))],
+            [p.name for p in config.profiles],
+            config.policy,
+            attempts,
+            now,
+        )
+
+    # --- daemon life ------------------------------------------------------------------------
+    def _resume_from_history(self) -> None:
+        """Adopt a server a previous daemon left running, or launch the first attempt."""
+        read = self.history.read()
+        for warning in read.warnings:
+            log.warning("history: %s", warning)
+        last = read.attempts[-1] if read.attempts else None
+        if last is not None and not last.ended and last.processes:
+            leader = ProcessIdentity.from_json(last.processes[0])
+            if leader.alive() and self._adopt(last, leader):
+                return
+            if not leader.alive():
+                self._record_lost(last)
+        self._launch(self._first_profile(read.attempts), "first launch")
+
+    def _first_profile(self, attempts: list[AttemptRecord]) -> int:
+        """After a daemon restart, continue the ladder where the last attempt was."""
+        if attempts and attempts[-1].profile_index is not None:
+            return min(attempts[-1].profile_index, len(self.config.profiles) - 1)
+        return 0
+
+    def _adopt(self, record: AttemptRecord, leader: ProcessIdentity) -> bool:
+        index = min(record.profile_index or 0, len(self.config.profiles) - 1)
+        log_path = Path(record.log) if record.log else None
+        progress = AttemptProgress()
+        if log_path is not None and log_path.exists():
+            progress.apply(read_log(read_log_file(log_path), self.config.sglang.version)[1])
+        attempt = Attempt(
+            number=record.attempt,
+            profile_index=index,
+            command=list(record.command),
+            log_path=log_path or self.config.paths.log_dir / f"attempt-{record.attempt:06d}.log",
+            started_at=record.started_at or self._clock(),
+            processes=AttemptProcesses(leader),
+            progress=progress,
+            reader=LogReader(self.config.sglang.version, keep_lines=False),
+            ready_at=record.ready_at,
+        )
+        self._probe.close()
+        self._probe = HealthProbe(server_url(self.config.profile_args(index)))
+        healthy = self._probe.check().ok
+        with self._lock:
+            self.attempt = attempt
+            self._attempts_total += 1
+            self._set_state(ServerState.READY if healthy else ServerState.STARTING)
+        if not healthy and progress.ready:
+            log.warning("attempt %d: adopted server is not healthy; replacing it", record.attempt)
+            self._end(Outcome(), stopped_by="daemon")
+            with self._lock:
+                self._set_state(ServerState.BACKOFF)
+            self._launch(index, "adopted server was unhealthy")
+            return True
+        log.info("attempt %d: adopted the running server (pid %d)", record.attempt, leader.pid)
+        if healthy and attempt.ready_at is None:
+            attempt.ready_at = self._clock()
+        self._follow(attempt, start_at_end=True)
+        return True
+
+    def _record_lost(self, record: AttemptRecord) -> None:
+        """The last attempt ended while no daemon watched it: classify it from its log."""
+        result = (
+            _classify_file(Path(record.log), Outcome(), self.config.sglang.version)
+            if record.log and Path(record.log).exists()
+            else Classification(FailureClass.OTHER, None, None, None, [], "log missing")
+        )
+        self._record(
+            {
+                "type": "end",
+                "attempt": record.attempt,
+                "time": self._clock(),
+                "exit_code": None,
+                "signal": None,
+                "phase": result.phase.value if result.phase else None,
+                "failure_class": result.failure_class.value,
+                "root_cause_line": result.root_cause_line,
+                "diagnosis": result.diagnosis + " (ended while the daemon was down)",
+                "decision": None,
+                "stopped_by": None,
+            }
+        )
+
+    def _reload(self) -> None:
+        self._reload_requested = False
+        source = self.config.source
+        try:
+            config = load_config(source) if source else self.config
+        except ConfigError as error:
+            log.error("reload: keeping the running config: %s", error)
+            return
+        old = self.config
+        self.config = config
+        log.info("reload: config re-read from %s", source)
+        attempt = self.attempt
+        if self.state is ServerState.GAVE_UP:
+            self.gave_up_reason = None
+            self._launch(0, "config reloaded after giving up")
+        elif attempt is not None and self.state in (
+            ServerState.STARTING,
+            ServerState.READY,
+            ServerState.UNHEALTHY,
+        ):
+            index = min(attempt.profile_index, len(config.profiles) - 1)
+            if config.command(index) != old.command(attempt.profile_index):
+                self._restart(index, "config_reload")
+
+    def _restart(self, index: int, reason: str) -> None:
+        with self._lock:
+            self._set_state(ServerState.STOPPING)
+            self._restarts[reason] += 1
+        self._end(Outcome(), stopped_by="daemon")
+        with self._lock:
+            self._set_state(ServerState.BACKOFF)
+        self._launch(index, reason.replace("_", " "))
+
+    def _shutdown(self) -> None:
+        attempt = self.attempt
+        if attempt is not None and self.state in (
+            ServerState.STARTING,
+            ServerState.READY,
+            ServerState.UNHEALTHY,
+        ):
+            with self._lock:
+                self._set_state(ServerState.STOPPING)
+            log.info("stopping attempt %d", attempt.number)
+            self._end(Outcome(), stopped_by="daemon")
+        with self._lock:
+            self._set_state(ServerState.STOPPED)
+
+    # --- helpers ------------------------------------------------------------------------------
+    def _set_state(self, target: ServerState) -> None:
+        check_transition(self.state, target)
+        self.state = target
+
+    def _record(self, record: dict) -> None:
+        try:
+            self.history.append(record)
+        except HistoryWriteError as error:
+            # Keep supervising: the server matters more than our notes about it.
+            log.error("history: %s", error)
+
+
+def _classify_file(path: Path, outcome: Outcome, version: str | None) -> Classification:
+    try:
+        text = read_log_file(path)
+    except OSError as error:
+        text = ""
+        log.error("cannot read %s: %s", path, error)
+    return classify(*read_log(text), outcome, version)
+
+
+def _copy_progress(progress: AttemptProgress) -> AttemptProgress:
+    return AttemptProgress(
+        step=progress.step,
+        ready=progress.ready,
+        ranks={
+            rank: replace(pools, pools=dict(pools.pools), available=dict(pools.available))
+            for rank, pools in progress.ranks.items()
+        },
+        max_total_num_tokens=progress.max_total_num_tokens,
+        max_running_requests=progress.max_running_requests,
+        runtime=replace(progress.runtime),
+        sglang_format=progress.sglang_format,
+    )
+
+
+def _host_port(args: dict) -> tuple[str, int]:
+    host = str(args.get("host", "127.0.0.1"))
+    return ("127.0.0.1" if host in ("0.0.0.0", "") else host), int(args.get("port", 30000))
+
+
+def _point_current(log_dir: Path, target: Path) -> None:
+    """`current` always names the live attempt's log; replaced atomically."""
+    link = log_dir / "current"
+    temporary = log_dir / f".current-{os.getpid()}"
+    try:
+        temporary.unlink(missing_ok=True)
+        temporary.symlink_to(target.name)
+        temporary.replace(link)
+    except OSError as error:
+        log.warning("cannot update %s: %s", link, error)
+
+
+__all__ = ["Attempt", "Daemon", "Step"]

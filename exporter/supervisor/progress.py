@@ -1,0 +1,151 @@
+"""What one attempt's log has shown so far: the startup step reached, pool sizes per TP
+rank, readiness and the latest runtime numbers. Fed with events, read by the daemon and
+the metrics collector. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from exporter.logs.events import Event, EventKind
+
+
+class Step(enum.IntEnum):
+    """How far an attempt got. Only moves forward (0.5.9 loads its draft model after the
+    target's CUDA graphs: that second "Load weight begin" is not a step back)."""
+
+    SPAWNED = 0
+    INITIALIZING = 1
+    LOADING_WEIGHTS = 2
+    ALLOCATING_POOLS = 3
+    CAPTURING_GRAPHS = 4
+    STARTING_HTTP = 5
+    SERVING = 6
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+_STEP_OF = {
+    EventKind.SERVER_ARGS: Step.INITIALIZING,
+    EventKind.DIST_INIT_BEGIN: Step.INITIALIZING,
+    EventKind.WEIGHT_LOAD_BEGIN: Step.LOADING_WEIGHTS,
+    EventKind.WEIGHT_LOAD_END: Step.ALLOCATING_POOLS,
+    EventKind.MAMBA_CACHE_ALLOCATED: Step.ALLOCATING_POOLS,
+    EventKind.KV_CACHE_ALLOCATED: Step.ALLOCATING_POOLS,
+    EventKind.MEMORY_POOL_END: Step.ALLOCATING_POOLS,
+    EventKind.CUDA_GRAPH_BEGIN: Step.CAPTURING_GRAPHS,
+    EventKind.SCHEDULER_READY: Step.STARTING_HTTP,
+    EventKind.HTTP_STARTED: Step.STARTING_HTTP,
+    EventKind.SERVER_READY: Step.SERVING,
+}
+# device_available_bytes{phase}: free device memory at each startup milestone.
+_MILESTONE = {
+    EventKind.WEIGHT_LOAD_BEGIN: "before_weights",
+    EventKind.WEIGHT_LOAD_END: "after_weights",
+    EventKind.MEMORY_POOL_END: "after_pools",
+    EventKind.CUDA_GRAPH_END: "after_graphs",
+    EventKind.SCHEDULER_READY: "ready",
+}
+_POOL_EVENTS = frozenset(_MILESTONE) | {
+    EventKind.KV_CACHE_ALLOCATED,
+    EventKind.MAMBA_CACHE_ALLOCATED,
+}
+_MAMBA_POOLS = (
+    ("conv_bytes", "mamba_conv"),
+    ("ssm_bytes", "mamba_ssm"),
+    ("intermediate_ssm_bytes", "mamba_intermediate_ssm"),
+    ("intermediate_conv_bytes", "mamba_intermediate_conv"),
+)
+
+
+@dataclass
+class RankPools:
+    """One TP rank's memory as the log reports it; the target model's numbers come first,
+    a speculative draft model's KV pool is kept apart as pool "draft_kv"."""
+
+    kv_tokens: int | None = None
+    weights_bytes: int | None = None
+    mamba_slots: int | None = None
+    pools: dict[str, int] = field(default_factory=dict)
+    available: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RuntimeStats:
+    running_requests: int | None = None
+    queued_requests: int | None = None
+    token_usage: float | None = None
+    gen_throughput: float | None = None
+    retractions: int = 0  # retracted requests, summed
+
+
+@dataclass
+class AttemptProgress:
+    step: Step = Step.SPAWNED
+    ready: bool = False
+    ranks: dict[int, RankPools] = field(default_factory=dict)
+    max_total_num_tokens: int | None = None
+    max_running_requests: int | None = None
+    runtime: RuntimeStats = field(default_factory=RuntimeStats)
+    sglang_format: str | None = None  # "ServerArgs" (0.5.9 and older) or "dict" (0.5.23)
+
+    def apply(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self._apply(event)
+
+    def _apply(self, event: Event) -> None:
+        kind = event.kind
+        step = _STEP_OF.get(kind)
+        if step is not None and step > self.step:
+            self.step = step
+        if kind is EventKind.SERVER_READY:
+            self.ready = True
+        elif kind is EventKind.DECODE_BATCH or kind is EventKind.PREFILL_BATCH:
+            self._batch(event)
+        elif kind is EventKind.RETRACTION:
+            self.runtime.retractions += int(event.get("retracted_requests", 0))
+        elif kind is EventKind.SERVER_ARGS:
+            self.sglang_format = str(event.get("format"))
+        else:
+            self._startup(event)
+
+    def _startup(self, event: Event) -> None:
+        kind = event.kind
+        if kind not in _POOL_EVENTS:
+            return
+        rank = self.ranks.setdefault(event.tp_rank or 0, RankPools())
+        milestone = _MILESTONE.get(kind)
+        if milestone is not None and "avail_bytes" in event.fields:
+            rank.available.setdefault(milestone, int(event.get("avail_bytes")))
+        if kind is EventKind.WEIGHT_LOAD_END and rank.weights_bytes is None:
+            rank.weights_bytes = int(event.get("usage_bytes"))
+        elif kind is EventKind.KV_CACHE_ALLOCATED:
+            size = int(event.get("k_bytes", 0)) + int(event.get("v_bytes", 0))
+            size += int(event.get("kv_bytes", 0))
+            if rank.kv_tokens is None:
+                rank.kv_tokens = int(event.get("tokens"))
+                rank.pools["kv"] = size
+            else:
+                rank.pools["draft_kv"] = size
+        elif kind is EventKind.MAMBA_CACHE_ALLOCATED and rank.mamba_slots is None:
+            rank.mamba_slots = int(event.get("slots"))
+            for name, pool in _MAMBA_POOLS:
+                if name in event.fields:
+                    rank.pools[pool] = int(event.get(name))
+        elif kind is EventKind.SCHEDULER_READY:
+            self.max_total_num_tokens = int(event.get("max_total_num_tokens"))
+            self.max_running_requests = int(event.get("max_running_requests"))
+
+    def _batch(self, event: Event) -> None:
+        runtime = self.runtime
+        for name in ("running_requests", "queued_requests"):
+            if name in event.fields:
+                setattr(runtime, name, int(event.get(name)))
+        if "token_usage" in event.fields:
+            runtime.token_usage = float(event.get("token_usage"))
+        if event.kind is EventKind.DECODE_BATCH:
+            runtime.gen_throughput = float(event.get("gen_throughput"))
