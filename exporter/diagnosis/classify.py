@@ -36,6 +36,8 @@ MAX_EVIDENCE = 8
 DECISIVE = 50
 _FRAME = re.compile(r'^File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
 _ASSERT_SOURCE = re.compile(r"^assert\s")
+_CARETS = re.compile(r"^[\s^~]+$")
+_IGNORED_ERRORS = ("Ignore import error when loading",)
 _VERSION = re.compile(
     r"(?:sglang[=\- _]=?v?|sglang version:? v?)(\d+\.\d+\.\d+(?:\.post\d+)?)", re.I
 )
@@ -150,6 +152,7 @@ def classify(
     position_of = {line.number: i for i, line in enumerate(ordered)}
     skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
     hits = _find_hits(ordered, skip)
+    hits = _drop_expected(hits, ordered, events, position_of)
     steps = sorted(
         ((position_of[e.line.number], e) for e in events if e.kind in _LIFECYCLE),
         key=lambda pair: pair[0],
@@ -160,10 +163,7 @@ def classify(
     if best is not None and (
         best.signature.priority >= DECISIVE or _first_real_exception(ordered) is None
     ):
-        winning = [h for h in hits if h.signature is best.signature]
-        # An exception line states the error; a bare print of the same text is secondary.
-        root = min(winning, key=lambda h: (not _is_exception(ordered[h.position]), h.position))
-        root = root.position
+        root = min(h.position for h in hits if h.signature is best.signature)
         failure_class = _resolve(best.signature, ordered, root, steps)
         name: str | None = best.signature.name
     else:
@@ -244,6 +244,7 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[_Hit]:
             previous is not None
             and previous.message.startswith('File "')
             and not _is_exception(line)
+            and not _asserts_bare(ordered, i)
         )
         if line.number in skip or is_source:
             previous = line if is_source else None
@@ -258,6 +259,41 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[_Hit]:
             hits.extend(_Hit(s, i - 1) for s in _wrapped(previous.message, text))
         previous = line
     return hits
+
+
+def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
+    """An ``assert ...`` source line whose AssertionError carries no message: the source
+    line is the message."""
+    if not _ASSERT_SOURCE.match(ordered[position].message):
+        return False
+    following = position + 1
+    while following < len(ordered) and _CARETS.match(ordered[following].message):
+        following += 1
+    return following < len(ordered) and ordered[following].message == "AssertionError"
+
+
+def _drop_expected(
+    hits: list[_Hit], ordered: Sequence[LogLine], events: Sequence[Event], position_of: dict
+) -> list[_Hit]:
+    """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
+    loading ...`` and the text it quotes on the next line), and weak signs such as a shell's
+    ``Killed`` after a graceful SIGTERM (SGLang ends even a clean drain with SIGKILL)."""
+    ignored = set()
+    for i, line in enumerate(ordered):
+        if line.message.startswith(_IGNORED_ERRORS):
+            ignored.add(i)
+            if i + 1 < len(ordered) and not ordered[i + 1].has_sglang_prefix:
+                ignored.add(i + 1)
+    sigterm = min(
+        (position_of[e.line.number] for e in events if e.kind is EventKind.SIGTERM_RECEIVED),
+        default=None,
+    )
+    return [
+        h
+        for h in hits
+        if h.position not in ignored
+        and not (sigterm is not None and h.position > sigterm and h.signature.priority < DECISIVE)
+    ]
 
 
 def _wrapped(first: str, second: str) -> list[Signature]:
@@ -384,10 +420,12 @@ def _last_meaningful(ordered: Sequence[LogLine]) -> int | None:
 
 def _assert_source(ordered: Sequence[LogLine], root: int) -> int:
     """A bare ``AssertionError`` says nothing; the ``assert ...`` source line above it does."""
-    bare = ordered[root].message == "AssertionError"
-    if bare and root > 0 and _ASSERT_SOURCE.match(ordered[root - 1].message):
-        return root - 1
-    return root
+    if ordered[root].message != "AssertionError":
+        return root
+    source = root - 1
+    while source > 0 and _CARETS.match(ordered[source].message):  # Python 3.11's ^^^^ markers
+        source -= 1
+    return source if source >= 0 and _ASSERT_SOURCE.match(ordered[source].message) else root
 
 
 def _phase(

@@ -127,7 +127,8 @@ SIGNATURES: tuple[Signature, ...] = (
         C.CUDA_GRAPH_OOM,
         ("graph failed", "Graph failed"),
         r"(?i)capture .*graph failed: .*(?:out of memory|OutOfMemory)",
-        100,
+        # Below torch_oom: the wrapper repeats the inner OOM, which is the root cause line.
+        87,
     ),
     sig(
         "torch_oom",
@@ -158,14 +159,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "address_in_use",
         C.PORT_IN_USE,
         (
-            "address already in use",
+            "ddress already in use",
             "EADDRINUSE",
-            "Errno 98",
+            "rrno 98",
+            "rrno: 98",
             "failed to listen on any",
+            "failed to bind to",
             "code: -98",
         ),
-        r"address already in use|EADDRINUSE|\[Errno 98\]|failed to listen on any local network"
-        r"|code: -98\b",
+        r"(?i:address already in use)|EADDRINUSE|\[Errno 98\]|errno: 98\b"
+        r"|failed to listen on any local network|socket has failed to bind to|code: -98\b",
         100,
     ),
     sig(
@@ -200,6 +203,14 @@ SIGNATURES: tuple[Signature, ...] = (
         95,
     ),
     sig(
+        "parallel_layout",
+        C.INVALID_ARGUMENT,
+        ("_size", "divisible"),
+        r"% \(?(?:self\.)?(?:tp|tensor_parallel|dp|pp|ep|moe_ep)_size\)? == 0"
+        r"|(?:tp|dp|pp|ep)_size must be divisible|must be divisible by (?:the )?number of nodes",
+        95,
+    ),
+    sig(
         "quantization_mismatch",
         C.INVALID_ARGUMENT,
         "does not match the quantization method",
@@ -229,6 +240,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"load has model type|is not a registered model in the Transformers library"
         r"|Transformers implementation is not compatible",
         100,
+    ),
+    sig(
+        "model_config_unreadable",
+        C.MODEL_LOAD_ERROR,
+        ("Can't load the configuration", "Can't load tokenizer"),
+        r"Can't load (?:the configuration|tokenizer) (?:of|for) ",
+        96,  # transformers' own summary, above the HFValidationError it wraps
     ),
     sig(
         "model_files",
@@ -316,6 +334,14 @@ SIGNATURES: tuple[Signature, ...] = (
         92,
     ),
     sig(
+        "compiler_error",
+        C.KERNEL_ERROR,
+        ("error", "ptxas fatal", "nvcc fatal"),
+        r"\.(?:h|hpp|cuh|cu|cpp|cc|c)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal |catastrophic )?error"
+        r"|ptxas fatal|nvcc fatal",
+        97,
+    ),
+    sig(
         "native_library_check",
         C.KERNEL_ERROR,
         "Failed: ",
@@ -337,6 +363,13 @@ SIGNATURES: tuple[Signature, ...] = (
         96,
     ),
     sig(
+        "cuda_fault",
+        C.CUDA_ERROR,
+        ("illegal memory access", "illegal instruction", "misaligned address"),
+        r"illegal memory access|an illegal instruction was encountered|misaligned address",
+        95,
+    ),
+    sig(
         "cuda_error",
         C.CUDA_ERROR,
         ("CUDA error: ", "HIP error: ", "CUBLAS_STATUS_", "CUDA driver error", "cudaError"),
@@ -355,8 +388,9 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "nccl_shared_memory",
         C.DISTRIBUTED_INIT,
-        "Error while creating shared memory segment",
-        r"Error while creating shared memory segment",
+        ("Error while creating shared memory segment", "/dev/shm"),
+        r"Error while creating shared memory segment|failed to extend /dev/shm|/dev/shm.*"
+        r"(?:No space left|too small|Bus error)",
         95,
     ),
     sig(
@@ -378,6 +412,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DistStoreError|DistNetworkError|DistBackendError|NCCL error|nccl(?:System|UnhandledCuda"
         r"|Internal|RemoteError|InvalidUsage)|TCPStore|memory capacity is unbalanced",
         90,
+    ),
+    sig(
+        "nccl_warning",
+        C.DISTRIBUTED_INIT,
+        ("NCCL WARN", "[c10d]"),
+        r"NCCL WARN |\[c10d\].*(?:failed to connect|timed out|Connection (?:reset|refused|closed))",
+        93,
     ),
     sig(
         "peer_lost",
@@ -419,6 +460,14 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Caught signal \d+ \(",
         60,
         Resolve.NATIVE_CRASH,
+    ),
+    sig(
+        "scheduler_died",
+        C.KILLED_BY_SIGNAL,
+        ("scheduler died during initialization", "crashed with exit code", "scheduler is dead"),
+        r"scheduler died during initialization \(exit code: -9\)|crashed with exit code -9"
+        r"|scheduler is dead",
+        55,  # a consequence when a "Fatal Python error" names the signal first
     ),
     sig(
         "killed",

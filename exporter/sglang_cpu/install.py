@@ -83,9 +83,11 @@ def ensure_sglang(
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     home = cache / f"sglang-{version}"
-    # Parallel test workers may call this at once; the second one waits, then finds markers.
-    with _exclusive_lock(cache / ".lock"):
+    # Parallel callers wait for each other per step (one version's long pip install does not
+    # hold up another version), then find the markers.
+    with _exclusive_lock(cache / ".lock-nvidia-userspace"):
         lib_dir = _ensure_driver_libs(cache, progress)
+    with _exclusive_lock(cache / f".lock-sglang-{version}"):
         python = _ensure_venv(home, version, progress)
         runtime = SGLangRuntime(version=version, python=python, env=_runtime_env(lib_dir))
         _ensure_smoke_checked(runtime, home, progress)

@@ -70,6 +70,7 @@ class Attempt:
     tailer: LogTailer | None = None
     ready_at: float | None = None
     failed_probes: int = 0
+    probed_at: float = 0.0
     doomed_by: str | None = None  # the line after which the attempt cannot recover
     titled: dict[ProcessIdentity, str] = field(default_factory=dict)  # sglang:: members
     scanned_at: float = 0.0
@@ -169,9 +170,9 @@ class Daemon:
                     now - attempt.started_at,
                 )
                 self._end(Outcome(stalled=True))
-            elif attempt.progress.ready:
+            elif attempt.progress.ready and now - attempt.probed_at >= TICK_S:
                 self._probe_health(attempt, now)
-        else:
+        elif now - attempt.probed_at >= self.config.policy.health_interval_s:
             self._probe_health(attempt, now)
 
     # --- launching ------------------------------------------------------------------------
@@ -278,6 +279,7 @@ class Daemon:
 
     # --- watching ---------------------------------------------------------------------------
     def _probe_health(self, attempt: Attempt, now: float) -> None:
+        attempt.probed_at = now
         result = self._probe.check()
         with self._lock:
             if result.ok:
@@ -403,19 +405,23 @@ class Daemon:
             if failed:
                 self._failures[failure_class.value] += 1
                 self._last_failure[failure_class.value] = now
-            if decision is None:
-                return
-            self.last_decision = decision
-            if decision.relaunch:
-                self._restarts[failure_class.value] += 1
-                self._next_profile = decision.profile_index or 0
-                self._next_reason = decision.reason
-                self._backoff_until = now + decision.delay_s
-                self._set_state(ServerState.BACKOFF)
-            else:
-                self.gave_up_reason = decision.reason
-                self._set_state(ServerState.GAVE_UP)
-        log.warning("attempt %d: %s. %s", number, result.diagnosis, decision.reason)
+            if decision is not None:
+                self._apply(decision, failure_class, now)
+        if decision is not None:
+            log.warning("attempt %d: %s %s", number, result.diagnosis, decision.reason)
+
+    def _apply(self, decision: Decision, failure_class: FailureClass, now: float) -> None:
+        """Go to backoff toward the decided launch, or give up. Called under the lock."""
+        self.last_decision = decision
+        if decision.relaunch:
+            self._restarts[failure_class.value] += 1
+            self._next_profile = decision.profile_index or 0
+            self._next_reason = decision.reason
+            self._backoff_until = now + decision.delay_s
+            self._set_state(ServerState.BACKOFF)
+        else:
+            self.gave_up_reason = decision.reason
+            self._set_state(ServerState.GAVE_UP)
 
     def _decide(
         self,
@@ -450,18 +456,45 @@ class Daemon:
 
     # --- daemon life ------------------------------------------------------------------------
     def _resume_from_history(self) -> None:
-        """Adopt a server a previous daemon left running, or launch the first attempt."""
+        """Adopt a server a previous daemon left running; else continue where the history
+        stopped: after a failure the policy decides (backoff, ladder and crash-loop limit
+        survive a restart of the daemon), otherwise launch."""
         read = self.history.read()
         for warning in read.warnings:
             log.warning("history: %s", warning)
         last = read.attempts[-1] if read.attempts else None
         if last is not None and not last.ended and last.processes:
             leader = ProcessIdentity.from_json(last.processes[0])
-            if leader.alive() and self._adopt(last, leader):
+            if leader.alive():
+                self._adopt(last, leader)
                 return
-            if not leader.alive():
-                self._record_lost(last)
-        self._launch(self._first_profile(read.attempts), "first launch")
+            self._record_lost(last)
+        attempts = self.history.read().attempts
+        last = attempts[-1] if attempts else None
+        if last is None or not last.failed or last.profile_index is None:
+            self._launch(self._first_profile(attempts), "first launch")
+            return
+        try:
+            failure_class = FailureClass(last.failure_class)
+        except ValueError:
+            failure_class = FailureClass.OTHER
+        index = min(last.profile_index, len(self.config.profiles) - 1)
+        now = self._clock()
+        config = self.config
+        decision = decide(
+            failure_class,
+            index,
+            [config.command(i) for i in range(len(config.profiles))],
+            [p.name for p in config.profiles],
+            config.policy,
+            attempts,
+            now,
+        )
+        log.warning(
+            "resuming after attempt %d (%s): %s", last.attempt, last.failure_class, decision.reason
+        )
+        with self._lock:
+            self._apply(decision, failure_class, now)
 
     def _first_profile(self, attempts: list[AttemptRecord]) -> int:
         """After a daemon restart, continue the ladder where the last attempt was."""
@@ -469,7 +502,7 @@ class Daemon:
             return min(attempts[-1].profile_index, len(self.config.profiles) - 1)
         return 0
 
-    def _adopt(self, record: AttemptRecord, leader: ProcessIdentity) -> bool:
+    def _adopt(self, record: AttemptRecord, leader: ProcessIdentity) -> None:
         index = min(record.profile_index or 0, len(self.config.profiles) - 1)
         log_path = Path(record.log) if record.log else None
         progress = AttemptProgress()
@@ -499,12 +532,11 @@ class Daemon:
             with self._lock:
                 self._set_state(ServerState.BACKOFF)
             self._launch(index, "adopted server was unhealthy")
-            return True
+            return
         log.info("attempt %d: adopted the running server (pid %d)", record.attempt, leader.pid)
         if healthy and attempt.ready_at is None:
             attempt.ready_at = self._clock()
         self._follow(attempt, start_at_end=True)
-        return True
 
     def _record_lost(self, record: AttemptRecord) -> None:
         """The last attempt ended while no daemon watched it: classify it from its log."""

@@ -18,7 +18,8 @@ class ServerState(enum.StrEnum):
 
 S = ServerState
 TRANSITIONS: dict[ServerState, frozenset[ServerState]] = {
-    S.STOPPED: frozenset({S.STARTING, S.READY, S.UNHEALTHY}),  # the last two: adopting a server
+    # READY/UNHEALTHY: adopting a running server; BACKOFF/GAVE_UP: resuming after a crash
+    S.STOPPED: frozenset({S.STARTING, S.READY, S.UNHEALTHY, S.BACKOFF, S.GAVE_UP}),
     S.STARTING: frozenset({S.READY, S.UNHEALTHY, S.BACKOFF, S.STOPPING, S.GAVE_UP}),
     S.READY: frozenset({S.UNHEALTHY, S.BACKOFF, S.STOPPING, S.GAVE_UP}),
     S.UNHEALTHY: frozenset({S.READY, S.BACKOFF, S.STOPPING, S.GAVE_UP}),
