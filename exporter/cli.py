@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from exporter import __version__
-from exporter.commands import check_config, classify, demo, history, run
+from exporter.commands import check_config, classify, demo, history, plan, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.add_parser(subparsers)
     classify.add_parser(subparsers)
+    plan.add_parser(subparsers)
     check_config.add_parser(subparsers)
     history.add_parser(subparsers)
     run.add_parser(subparsers)

@@ -84,6 +84,7 @@ class Policy:
     healthy_reset_s: float = 300.0
     stop_grace_s: float = 30.0
     health_interval_s: float = 5.0
+    hang_timeout_s: float = 300.0
     max_mem_fraction_static: float = 0.95
     retry: Mapping[str, bool] = field(default_factory=lambda: _EMPTY)
 

@@ -18,6 +18,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from exporter import __version__
 from exporter.supervisor.progress import AttemptProgress
 from exporter.supervisor.states import ServerState
+from exporter.telemetry.gpu import GpuSnapshot, gpu_families
+from exporter.telemetry.health import collector_families
+from exporter.telemetry.probes import PROBES, ProbeSnapshot
+from exporter.telemetry.processes import ROLES, ProcessSnapshot
 
 NAMESPACE = "sglang_sentinel"
 
@@ -34,6 +38,11 @@ class Snapshot:
     startup_duration_s: float | None = None
     progress: AttemptProgress | None = None
     log_lines: Mapping[bool, int] = field(default_factory=dict)  # matched? -> count
+    last_line_time: float | None = None
+    hangs: int = 0
+    probes: ProbeSnapshot | None = None
+    processes: ProcessSnapshot | None = None
+    gpus: GpuSnapshot | None = None
 
 
 def _gauge(name: str, doc: str, labels: Iterable[str] = (), unit: str = "") -> GaugeMetricFamily:
@@ -89,8 +98,91 @@ def families(snap: Snapshot) -> list[Metric]:
     lines = _counter("log_lines", "Log lines read, by whether the grammar knew them.", ["matched"])
     for matched in (True, False):
         lines.add_metric([str(matched).lower()], snap.log_lines.get(matched, 0))
-    out.append(lines)
+    last_line = _gauge("log_last_line_timestamp_seconds", "When the attempt's log last grew.")
+    if snap.last_line_time is not None:
+        last_line.add_metric([], snap.last_line_time)
+    hangs = _counter("hangs", "Attempts ended as hangs (startup stalls and stuck servers).")
+    hangs.add_metric([], snap.hangs)
+    out += [lines, last_line, hangs]
+    out += _runtime_families(snap.progress)
+    out += _probe_families(snap.probes)
+    out += _process_families(snap.processes)
+    healths = {}
+    if snap.probes is not None:
+        healths["probes"] = snap.probes.health
+    if snap.processes is not None:
+        healths["processes"] = snap.processes.health
+    if snap.gpus is not None:
+        healths["gpu"] = snap.gpus.health
+        out += gpu_families(snap.gpus)
+    out += collector_families(healths)
     return out
+
+
+def _runtime_families(progress: AttemptProgress | None) -> list[Metric]:
+    """The latest batch-line numbers of the serving attempt."""
+    runtime = progress.runtime if progress else None
+    gauges = [
+        ("running_requests", "Requests running, from the last batch line.", "running_requests"),
+        ("queued_requests", "Requests waiting, from the last batch line.", "queued_requests"),
+        ("token_usage_ratio", "KV pool usage (0-1), from the last batch line.", "token_usage"),
+        (
+            "generation_throughput_tokens_per_second",
+            "Decode throughput, from the last decode line.",
+            "gen_throughput",
+        ),
+    ]
+    out: list[Metric] = []
+    for name, doc, attribute in gauges:
+        family = _gauge(name, doc)
+        value = getattr(runtime, attribute) if runtime else None
+        if value is not None:
+            family.add_metric([], value)
+        out.append(family)
+    retractions = _counter("retractions", "Requests retracted for lack of KV cache (this attempt).")
+    retractions.add_metric([], runtime.retractions if runtime else 0)
+    out.append(retractions)
+    return out
+
+
+def _probe_families(probes: ProbeSnapshot | None) -> list[Metric]:
+    success = _gauge("health_probe_success", "1 when the last probe succeeded.", ["probe"])
+    duration = _gauge("health_probe_duration_seconds", "How long the last probe took.", ["probe"])
+    for name in PROBES:
+        result = probes.results.get(name) if probes else None
+        if result is not None:
+            success.add_metric([name], 1.0 if result.ok else 0.0)
+            duration.add_metric([name], result.duration_s)
+    return [success, duration]
+
+
+def _process_families(processes: ProcessSnapshot | None) -> list[Metric]:
+    count = _gauge("processes", "The attempt's live processes, by role.", ["role"])
+    rss = _gauge(
+        "process_resident_memory_bytes", "Resident memory by role and TP rank.", ["role", "tp_rank"]
+    )
+    cpu = _counter("process_cpu_seconds", "CPU time of the attempt's processes, by role.", ["role"])
+    zombies = _gauge("zombie_processes", "Processes of the attempt that died unreaped.")
+    reparented = _gauge("reparented_processes", "Processes of the attempt that left its tree.")
+    found = processes.processes if processes else ()
+    by_role = {role: 0 for role in ROLES}
+    memory: dict[tuple[str, str], int] = {}
+    seconds = {role: 0.0 for role in ROLES}
+    for info in found:
+        if not info.zombie:
+            by_role[info.role] += 1
+        memory[(info.role, info.tp_rank)] = (
+            memory.get((info.role, info.tp_rank), 0) + info.rss_bytes
+        )
+        seconds[info.role] += info.cpu_seconds
+    for role in ROLES:
+        count.add_metric([role], by_role[role])
+        cpu.add_metric([role], seconds[role])
+    for (role, rank), size in sorted(memory.items()):
+        rss.add_metric([role, rank], size)
+    zombies.add_metric([], sum(info.zombie for info in found))
+    reparented.add_metric([], sum(info.reparented for info in found))
+    return [count, rss, cpu, zombies, reparented]
 
 
 def _pool_families(progress: AttemptProgress | None) -> list[Metric]:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import pynvml
 import pytest
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden"
 DATA = TESTS / "data"
 # The labelled corpus lives in shared/, beside the repository (CI lays it there too).
+FAKE_NVML_SOURCE = TESTS / "fake_nvml" / "fake_nvml.c"
+GiB = 1 << 30
 CORPUS = Path(os.environ.get("SGLANG_SENTINEL_CORPUS", TESTS.parents[1] / "shared" / "corpus"))
 
 
@@ -25,3 +32,102 @@ def corpus_labels() -> list[dict]:
     if not (CORPUS / "labels.jsonl").exists():
         raise FileNotFoundError(f"the labelled corpus is missing at {CORPUS}")
     return load_labels(CORPUS)
+
+
+# --- a fake libnvidia-ml.so.1 that the real pynvml code runs against --------------------------
+
+
+def reset_pynvml() -> None:
+    pynvml.nvmlLib = None
+    pynvml._nvmlGetFunctionPointer_cache = {}
+    pynvml._nvmlLib_refcount = 0
+
+
+@pytest.fixture(scope="session")
+def fake_library(tmp_path_factory) -> Path:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.fail("gcc is needed to build the fake NVML library (apt-get install gcc)")
+    out = tmp_path_factory.mktemp("fake_nvml") / "libnvidia-ml.so.1"
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(out), str(FAKE_NVML_SOURCE)],
+        check=True,
+    )
+    return out
+
+
+class FakeNvml:
+    """The fake library's state file, rewritten atomically on every change."""
+
+    def __init__(self, lib: ctypes.CDLL, path: Path) -> None:
+        self.lib = lib
+        self.path = path
+        self.devices = [
+            ("GPU-11111111-2222-3333-4444-555555555555", 141 * GiB, 60 * GiB, 80 * GiB, GiB),
+            ("GPU-66666666-7777-8888-9999-000000000000", 141 * GiB, 0, 140 * GiB, GiB),
+        ]
+        self.name = "NVIDIA H200"
+        self.processes: list[tuple[int, int, int | None]] = []  # (device, pid, bytes)
+        self.xids: list[tuple[int, int]] = []
+        self.fails: list[tuple[str, int, int | None]] = []
+        self.delays: list[tuple[str, int]] = []
+        self.write()
+
+    def uuid(self, device: int) -> str:
+        return self.devices[device][0]
+
+    def write(self) -> None:
+        lines = [f"device {u} {t} {used} {f} {r} {self.name}" for u, t, used, f, r in self.devices]
+        lines += [
+            f"process {dev} {pid} {'unknown' if size is None else size}"
+            for dev, pid, size in self.processes
+        ]
+        lines += [f"xid {dev} {xid}" for dev, xid in self.xids]
+        lines += [
+            f"fail {fn} {code}" + ("" if dev is None else f" {dev}") for fn, code, dev in self.fails
+        ]
+        lines += [f"delay {fn} {ms}" for fn, ms in self.delays]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, self.path)  # the library never reads half a file
+
+    def set_processes(self, processes: list[tuple[int, int, int | None]]) -> None:
+        self.processes = processes
+        self.write()
+
+    def add_xid(self, device: int, xid: int) -> None:
+        self.xids.append((device, xid))
+        self.write()
+
+    def fail(self, function: str, code: int, device: int | None = None) -> None:
+        self.fails.append((function, code, device))
+        self.write()
+
+    def delay(self, function: str, ms: int) -> None:
+        self.delays.append((function, ms))
+        self.write()
+
+    def heal(self) -> None:
+        self.fails, self.delays = [], []
+        self.write()
+
+    @property
+    def init_count(self) -> int:
+        return self.lib.fake_nvml_init_count()
+
+    @property
+    def refcount(self) -> int:
+        return self.lib.fake_nvml_refcount()
+
+
+@pytest.fixture
+def nvml(fake_library: Path, tmp_path: Path, monkeypatch) -> Iterator[FakeNvml]:
+    state = tmp_path / "nvml-state"
+    monkeypatch.setenv("FAKE_NVML_STATE", str(state))
+    lib = ctypes.CDLL(str(fake_library))
+    fake = FakeNvml(lib, state)
+    reset_pynvml()
+    pynvml.nvmlLib = lib  # what pynvml's own loader would set
+    yield fake
+    assert fake.refcount == 0, "an nvmlInit without its nvmlShutdown"
+    reset_pynvml()

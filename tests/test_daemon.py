@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import httpx
 
 from exporter.config import load_config
 from exporter.history import History
@@ -52,10 +55,26 @@ def write(
         lines.append(f"{key} = {json.dumps(value)}")
     lines += ["[sglang.env]", f"PYTHONPATH = {json.dumps(str(REPO))}", profiles, "[policy]"]
     lines += [f"{k} = {json.dumps(v)}" for k, v in rules.items()]
+    lines += ["[metrics]", f'listen = "127.0.0.1:{free_port()}"']
     lines += ["[paths]", 'state_dir = "state"', 'log_dir = "logs"']
     path = tmp_path / "sentinel.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def metrics_answer(config) -> bool:
+    try:
+        return httpx.get(
+            f"http://{config.metrics.address}/metrics", timeout=2, trust_env=False
+        ).is_success
+    except httpx.HTTPError:
+        return False
 
 
 def in_thread(daemon: Daemon) -> threading.Thread:

@@ -9,6 +9,7 @@ import sys
 
 from exporter import metrics
 from exporter.config import ConfigError, load_config
+from exporter.notify import Notifier
 from exporter.supervisor.daemon import Daemon
 
 HELP = "launch and supervise SGLang as the config says, export /metrics, until stopped"
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"sglang-sentinel run: {error}", file=sys.stderr)
         return 1
-    daemon = Daemon(config)
+    # SGLang must not inherit NOTIFY_SOCKET: with NotifyAccess=main its messages are refused.
+    daemon = Daemon(config, notifier=Notifier.from_environment(unset_environment=True))
     listen = config.metrics
     try:
         server, _thread = metrics.serve(listen.host, listen.port, daemon.snapshot)

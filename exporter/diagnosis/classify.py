@@ -37,6 +37,7 @@ DECISIVE = 50
 _FRAME = re.compile(r'^File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 _CARETS = re.compile(r"^[\s^~]+$")
+_PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 _IGNORED_ERRORS = ("Ignore import error when loading",)
 _VERSION = re.compile(
     r"(?:sglang[=\- _]=?v?|sglang version:? v?)(\d+\.\d+\.\d+(?:\.post\d+)?)", re.I
@@ -100,6 +101,7 @@ class Outcome:
     # A process of the attempt (e.g. "sglang::scheduler") vanished while the launcher lived:
     # 0.5.9's launcher does not notice a dead scheduler and the log stays silent.
     lost_process: str | None = None
+    stall_evidence: str | None = None  # what the supervisor saw when it called a hang
 
 
 @dataclass
@@ -412,8 +414,11 @@ def _first_real_exception(ordered: Sequence[LogLine]) -> int | None:
 
 
 def _last_meaningful(ordered: Sequence[LogLine]) -> int | None:
+    """The last thing the server said before it went silent; Python's UserWarnings (and the
+    ``warnings.warn(...)`` source line under each) are import-time noise, not progress."""
     for i in range(len(ordered) - 1, -1, -1):
-        if ordered[i].message:
+        message = ordered[i].message
+        if message and not _PY_WARNING.search(message) and not message.startswith("warnings.warn("):
             return i
     return None
 

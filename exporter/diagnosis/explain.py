@@ -151,6 +151,8 @@ def diagnose(
         details += _torch_oom(root)
     elif failure_class is FailureClass.PORT_IN_USE and _first(events, EventKind.WARMUP_FAILED):
         details.append("the later warmup failure is a consequence, not the cause")
+    if outcome.stall_evidence and failure_class is FailureClass.HANG_TIMEOUT:
+        details.insert(0, outcome.stall_evidence)
     if outcome.exit_code is not None and outcome.exit_code < 0:
         details.append(f"the launcher died of signal {-outcome.exit_code}")
     if not details:
@@ -173,9 +175,9 @@ def without_log(failure_class: FailureClass, outcome: Outcome) -> str:
             "running, and the log says nothing about it (killed from outside, e.g. SIGKILL or "
             "the host OOM killer)."
         )
-    how = (
-        "stopped making progress" if outcome.stalled else f"exited with status {outcome.exit_code}"
-    )
+    how = f"exited with status {outcome.exit_code}"
+    if outcome.stalled:
+        how = f"stopped making progress ({outcome.stall_evidence or 'no detail'})"
     if outcome.exit_code is not None and outcome.exit_code < 0:
         how = f"was killed by signal {-outcome.exit_code}"
     return f"{_SUMMARY[failure_class]}: the log shows no error and the launcher {how}."

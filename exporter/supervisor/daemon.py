@@ -24,6 +24,7 @@ from exporter.logs.events import EventKind
 from exporter.logs.reader import LogReader, read_log, read_log_file
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot
+from exporter.notify import Notifier, status_line
 from exporter.redact import redact_command
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.processes import (
@@ -37,12 +38,13 @@ from exporter.supervisor.processes import (
 )
 from exporter.supervisor.progress import AttemptProgress, Step
 from exporter.supervisor.states import ServerState, check_transition
-from exporter.telemetry.probes import HealthProbe, server_url
+from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
+from exporter.telemetry.probes import ProbeCollector, server_url
+from exporter.telemetry.processes import ProcessCollector
 
 log = logging.getLogger("sglang_sentinel")
 
 TICK_S = 0.2
-UNHEALTHY_AFTER = 3  # consecutive failed probes before a serving server is "unhealthy"
 PORT_WAIT_S = 10.0
 MEMBER_SCAN_S = 1.0
 # A member that vanished gets this long for the launcher to notice and exit by itself
@@ -69,8 +71,10 @@ class Attempt:
     reader: LogReader
     tailer: LogTailer | None = None
     ready_at: float | None = None
-    failed_probes: int = 0
-    probed_at: float = 0.0
+    log_ready_at: float | None = None  # when the log said "ready to roll"
+    last_line_at: float = 0.0
+    probe_seen: float = 0.0  # taken_at of the last probe snapshot acted on
+    tokens_checked: bool = False  # /server_info cross-checked against the log
     doomed_by: str | None = None  # the line after which the attempt cannot recover
     titled: dict[ProcessIdentity, str] = field(default_factory=dict)  # sglang:: members
     scanned_at: float = 0.0
@@ -78,8 +82,14 @@ class Attempt:
 
 
 class Daemon:
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: Config,
+        clock: Callable[[], float] = time.time,
+        notifier: Notifier | None = None,
+    ) -> None:
         self.config = config
+        self._notifier = notifier or Notifier.disabled()
         self._clock = clock
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -97,7 +107,10 @@ class Daemon:
         self._last_failure: dict[str, float] = {}
         self._startup_s: float | None = None
         self._log_lines: Counter[bool] = Counter()
-        self._probe = HealthProbe(server_url(config.profile_args(0)))
+        self._hangs = 0
+        self.probes = ProbeCollector(config.policy.health_interval_s)
+        self.processes = ProcessCollector(lambda: self.attempt.processes if self.attempt else None)
+        self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
 
@@ -113,11 +126,15 @@ class Daemon:
     def snapshot(self) -> Snapshot:
         with self._lock:
             attempt = self.attempt
-            profile = self.config.profiles[attempt.profile_index] if attempt else None
+            # A profile is "current" only while the daemon means to serve with it.
+            current = attempt is not None and self.state not in (
+                ServerState.STOPPED,
+                ServerState.GAVE_UP,
+            )
             return Snapshot(
                 state=self.state,
-                profile=profile.name if profile else None,
-                profile_index=attempt.profile_index if attempt else None,
+                profile=self.config.profiles[attempt.profile_index].name if current else None,
+                profile_index=attempt.profile_index if current else None,
                 attempts_total=self._attempts_total,
                 restarts=dict(self._restarts),
                 failures=dict(self._failures),
@@ -125,24 +142,42 @@ class Daemon:
                 startup_duration_s=self._startup_s,
                 progress=_copy_progress(attempt.progress) if attempt else None,
                 log_lines=dict(self._log_lines),
+                last_line_time=attempt.last_line_at if attempt and attempt.last_line_at else None,
+                hangs=self._hangs,
+                probes=self.probes.snapshot(),
+                processes=self.processes.snapshot(),
+                gpus=self.gpus.snapshot(),
             )
 
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> int:
         """Supervise until asked to stop; returns the process exit status."""
-        self._resume_from_history()
-        while not self._stop_requested:
-            self._wake.wait(TICK_S)
-            self._wake.clear()
-            if self._reload_requested:
-                self._reload()
-            self.tick()
-        self._shutdown()
-        self._probe.close()
+        self.probes.start()
+        self.processes.start()
+        self.gpus.start()
+        try:
+            self._resume_from_history()
+            self._notifier.ready(self._status_text())
+            while not self._stop_requested:
+                self._wake.wait(TICK_S)
+                self._wake.clear()
+                if self._reload_requested:
+                    self._notifier.reloading("reloading config")
+                    self._reload()
+                    self._notifier.ready(self._status_text())
+                self.tick()
+            self._notifier.stopping(self._status_text())
+            self._shutdown()
+        finally:
+            self.probes.stop()
+            self.processes.stop()
+            self.gpus.stop()
         return 0
 
     def tick(self) -> None:
         """One pass of the loop: launch after backoff, notice an end, a stall, readiness."""
+        # Only the main loop pings systemd's watchdog: if it stalls, the pings stop.
+        self._notifier.watchdog()
         now = self._clock()
         if self.state is ServerState.BACKOFF and self._backoff_until is not None:
             if now >= self._backoff_until:
@@ -164,16 +199,16 @@ class Daemon:
             self._end(Outcome(lost_process=lost))
         elif self.state is ServerState.STARTING:
             if now - attempt.started_at > self.config.policy.startup_timeout_s:
-                log.warning(
-                    "attempt %d: not serving after %.0f s (startup timeout)",
-                    attempt.number,
-                    now - attempt.started_at,
+                evidence = (
+                    f"not serving {now - attempt.started_at:.0f} s after launch (startup "
+                    f"timeout); the log stopped at step '{attempt.progress.step.label}'"
                 )
-                self._end(Outcome(stalled=True))
-            elif attempt.progress.ready and now - attempt.probed_at >= TICK_S:
-                self._probe_health(attempt, now)
-        elif now - attempt.probed_at >= self.config.policy.health_interval_s:
-            self._probe_health(attempt, now)
+                log.warning("attempt %d: %s", attempt.number, evidence)
+                self._hung(Outcome(stalled=True, stall_evidence=evidence))
+            elif attempt.progress.ready:
+                self._watch_health(attempt, now)
+        else:
+            self._watch_health(attempt, now)
 
     # --- launching ------------------------------------------------------------------------
     def _launch(self, index: int, reason: str) -> None:
@@ -184,13 +219,12 @@ class Daemon:
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"attempt-{number:06d}.log"
         args = config.profile_args(index)
-        url = server_url(args)
-        self._probe.close()
-        self._probe = HealthProbe(url)
+        self.probes.target(server_url(args))
         host, port = _host_port(args)
         if not wait_port_free(host, port, PORT_WAIT_S):
             log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
-        env = {**os.environ, **config.sglang.env}
+        # Unbuffered: SGLang SIGKILLs itself on failure, and buffered stdout would die with it.
+        env = {"PYTHONUNBUFFERED": "1", **os.environ, **config.sglang.env}
         started = self._clock()
         try:
             popen = spawn(command, env=env, cwd=config.sglang.workdir, log_path=log_path)
@@ -247,7 +281,10 @@ class Daemon:
                 doom = next((e for e in events if e.kind in DOOMED_BY), None)
                 if doom is not None and attempt.doomed_by is None:
                     attempt.doomed_by = doom.line.raw.strip()
-            if attempt.progress.ready or attempt.doomed_by:
+                attempt.last_line_at = self._clock()
+                if attempt.progress.ready and attempt.log_ready_at is None:
+                    attempt.log_ready_at = attempt.last_line_at
+            if attempt.log_ready_at or attempt.doomed_by:
                 self._wake.set()
 
         attempt.tailer = LogTailer(attempt.log_path, on_lines, start_at_end=start_at_end)
@@ -278,28 +315,31 @@ class Daemon:
         self._conclude(number, index, at, None, result, Outcome(), stopped_by=None)
 
     # --- watching ---------------------------------------------------------------------------
-    def _probe_health(self, attempt: Attempt, now: float) -> None:
-        attempt.probed_at = now
-        result = self._probe.check()
+    def _watch_health(self, attempt: Attempt, now: float) -> None:
+        """Act on a new probe snapshot: ready, unhealthy, recovered, or hung."""
+        probes = self.probes.snapshot()
+        if self.state is ServerState.STARTING and probes.taken_at < (attempt.log_ready_at or now):
+            self.probes.request()  # the log says ready: confirm over HTTP now
+            return
+        if probes.taken_at <= attempt.probe_seen:
+            return
+        attempt.probe_seen = probes.taken_at
+        health = probes.results.get("health")
+        healthy = health is not None and health.ok
         with self._lock:
-            if result.ok:
-                attempt.failed_probes = 0
-                if self.state is ServerState.STARTING:
+            if healthy and self.state is not ServerState.READY:
+                first = self.state is ServerState.STARTING
+                if first:
                     attempt.ready_at = now
                     self._startup_s = now - attempt.started_at
-                    self._set_state(ServerState.READY)
-                    ready = True
-                else:
-                    ready = False
-                    if self.state is ServerState.UNHEALTHY:
-                        self._set_state(ServerState.READY)
+                self._set_state(ServerState.READY)
+            elif not healthy and self.state is ServerState.READY:
+                first = False
+                self._set_state(ServerState.UNHEALTHY)
+                log.warning("attempt %d: health probe failed: %s", attempt.number, health)
             else:
-                ready = False
-                attempt.failed_probes += 1
-                if self.state is ServerState.READY and attempt.failed_probes >= UNHEALTHY_AFTER:
-                    self._set_state(ServerState.UNHEALTHY)
-                    log.warning("attempt %d: health probes failing (%s)", attempt.number, result)
-        if ready:
+                first = False
+        if first:
             log.info("attempt %d: serving after %.1f s", attempt.number, self._startup_s)
             self._record(
                 {
@@ -309,6 +349,46 @@ class Daemon:
                     "startup_s": self._startup_s,
                 }
             )
+        self._cross_check(attempt, probes.max_total_num_tokens)
+        evidence = self._hang_evidence(attempt, probes, now)
+        if evidence is not None:
+            log.warning("attempt %d: hung: %s", attempt.number, evidence)
+            self._hung(Outcome(stalled=True, stall_evidence=evidence))
+
+    def _hang_evidence(self, attempt: Attempt, probes, now: float) -> str | None:
+        """Alive but not progressing for hang_timeout_s: health probes failing all along, or
+        requests waiting while the log (batch lines) is silent. A long prefill keeps the log
+        moving and /health answering, so it is no hang."""
+        timeout = self.config.policy.hang_timeout_s
+        if probes.health_failing_since is not None and now - probes.health_failing_since >= timeout:
+            last = probes.results.get("health")
+            detail = f"HTTP {last.status}" if last and last.status else (last.error if last else "")
+            failing = now - probes.health_failing_since
+            return f"health probes failing for {failing:.0f} s (last: {detail})"
+        waiting = probes.waiting_requests or attempt.progress.runtime.queued_requests or 0
+        silent = now - (attempt.last_line_at or attempt.started_at)
+        if waiting > 0 and silent >= timeout:
+            return f"{waiting} request(s) waiting and no log line for {silent:.0f} s"
+        return None
+
+    def _cross_check(self, attempt: Attempt, reported: int | None) -> None:
+        """SGLang's /server_info and its log must agree on the pool; say so once if not."""
+        logged = attempt.progress.max_total_num_tokens
+        if attempt.tokens_checked or reported is None or logged is None:
+            return
+        attempt.tokens_checked = True
+        if reported != logged:
+            log.warning(
+                "attempt %d: /server_info reports max_total_num_tokens=%d, the log %d",
+                attempt.number,
+                reported,
+                logged,
+            )
+
+    def _hung(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._hangs += 1
+        self._end(outcome)
 
     def _lost_member(self, attempt: Attempt, now: float) -> str | None:
         """A long-lived SGLang child that died while the launcher lives on (0.5.9 does not
@@ -346,6 +426,8 @@ class Daemon:
             )
         if attempt.tailer is not None:
             attempt.tailer.stop()
+        self.probes.target(None)
+        self._wait_gpus_released(attempt)
         if outcome.exit_code is None and not outcome.stalled:
             outcome = replace(outcome, exit_code=attempt.processes.exit_code())
         if stopped_by == "daemon":
@@ -363,6 +445,17 @@ class Daemon:
             outcome,
             stopped_by,
         )
+
+    def _wait_gpus_released(self, attempt: Attempt) -> None:
+        """A relaunch must not race a dying server for device memory (bounded wait)."""
+        pids = {member.pid for member in attempt.processes.known}
+        report = wait_gpu_released(self.gpus, pids, self.config.policy.stop_grace_s)
+        if report.verified and not report.released:
+            holders = ", ".join(
+                f"pid {h.pid} holds {(h.used_bytes or 0) / (1 << 30):.2f} GiB on GPU {h.gpu}"
+                for h in report.holders
+            )
+            log.error("attempt %d: GPU memory not released: %s", attempt.number, holders)
 
     def _conclude(
         self,
@@ -519,9 +612,9 @@ class Daemon:
             reader=LogReader(self.config.sglang.version, keep_lines=False),
             ready_at=record.ready_at,
         )
-        self._probe.close()
-        self._probe = HealthProbe(server_url(self.config.profile_args(index)))
-        healthy = self._probe.check().ok
+        self.probes.target(server_url(self.config.profile_args(index)))
+        health = self.probes.collect().results.get("health")
+        healthy = health is not None and health.ok
         with self._lock:
             self.attempt = attempt
             self._attempts_total += 1
@@ -570,20 +663,28 @@ class Daemon:
             log.error("reload: keeping the running config: %s", error)
             return
         old = self.config
-        self.config = config
-        log.info("reload: config re-read from %s", source)
         attempt = self.attempt
+        index = 0
+        with self._lock:  # a scrape must never see the new ladder with an old index
+            self.config = config
+            if attempt is not None:
+                index = min(attempt.profile_index, len(config.profiles) - 1)
+                previous, attempt.profile_index = attempt.profile_index, index
+        log.info("reload: config re-read from %s", source)
         if self.state is ServerState.GAVE_UP:
             self.gave_up_reason = None
             self._launch(0, "config reloaded after giving up")
-        elif attempt is not None and self.state in (
-            ServerState.STARTING,
-            ServerState.READY,
-            ServerState.UNHEALTHY,
+        elif (
+            attempt is not None
+            and self.state
+            in (
+                ServerState.STARTING,
+                ServerState.READY,
+                ServerState.UNHEALTHY,
+            )
+            and config.command(index) != old.command(previous)
         ):
-            index = min(attempt.profile_index, len(config.profiles) - 1)
-            if config.command(index) != old.command(attempt.profile_index):
-                self._restart(index, "config_reload")
+            self._restart(index, "config_reload")
 
     def _restart(self, index: int, reason: str) -> None:
         with self._lock:
@@ -612,6 +713,23 @@ class Daemon:
     def _set_state(self, target: ServerState) -> None:
         check_transition(self.state, target)
         self.state = target
+        self._notifier.status(self._status_text())
+
+    def _status_text(self) -> str:
+        """systemd's STATUS= line: state, profile, attempt, failures, and why when waiting."""
+        attempt = self.attempt
+        detail = None
+        if self.state is ServerState.BACKOFF and self.last_decision is not None:
+            detail = self.last_decision.reason
+        elif self.state is ServerState.GAVE_UP:
+            detail = self.gave_up_reason
+        return status_line(
+            self.state.value,
+            self.config.profiles[attempt.profile_index].name if attempt else None,
+            attempt.number if attempt else None,
+            sum(self._failures.values()),
+            detail,
+        )
 
     def _record(self, record: dict) -> None:
         try:

@@ -107,7 +107,7 @@ def spawn(
     except OSError as exc:
         raise SpawnError(f"cannot open the log {log_path}: {exc}") from exc
     try:
-        return subprocess.Popen(
+        popen = subprocess.Popen(
             list(argv),
             env=dict(env),
             cwd=cwd,
@@ -120,6 +120,22 @@ def spawn(
         raise SpawnError(f"cannot start {argv[0]}: {exc}") from exc
     finally:
         os.close(fd)
+    _unprotect_from_oom_killer(popen.pid)
+    return popen
+
+
+def _unprotect_from_oom_killer(pid: int) -> None:
+    """The unit protects the daemon (OOMScoreAdjust=-500) so that it outlives SGLang under
+    host memory pressure; SGLang inherits that, so hand it back the default score. Raising a
+    score needs no privilege; SGLang forks its children seconds later, after its imports."""
+    try:
+        with open("/proc/self/oom_score_adj") as own:
+            if int(own.read()) >= 0:
+                return
+        with open(f"/proc/{pid}/oom_score_adj", "w") as child:
+            child.write("0")
+    except (OSError, ValueError):
+        pass
 
 
 @dataclass

@@ -56,6 +56,7 @@ def write_config(
     profiles: list[dict] | None = None,
     policy: dict | None = None,
     args: dict | None = None,
+    env: dict | None = None,
 ) -> Config:
     """A daemon config for the real SGLang on the CPU; ``profiles`` are {name, set, remove}."""
     base = {
@@ -82,7 +83,9 @@ def write_config(
     ]
     lines += [f"{key} = {toml_value(value)}" for key, value in base.items()]
     lines.append("[sglang.env]")
-    lines += [f"{key} = {toml_value(value)}" for key, value in runtime.env.items()]
+    lines += [
+        f"{key} = {toml_value(value)}" for key, value in {**runtime.env, **(env or {})}.items()
+    ]
     for profile in profiles or [{"name": "default"}]:
         lines += ["[[profiles]]", f"name = {toml_value(profile['name'])}"]
         if profile.get("set"):

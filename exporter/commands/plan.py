@@ -1,0 +1,231 @@
+"""``sglang-sentinel plan``: will SGLang's memory pools fit, and what to change if not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import pynvml
+
+from exporter.diagnosis.classify import detect_version
+from exporter.diagnosis.planner import (
+    DEFAULT_MAX_FRACTION,
+    GIB,
+    VERSIONS,
+    Calibration,
+    Plan,
+    PlanError,
+    calibrate,
+    plan,
+)
+from exporter.logs.reader import read_log, read_log_file
+
+HELP = "predict whether SGLang's memory pools fit, and the cheapest flag changes if not"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help=HELP,
+        usage="%(prog)s [--json] --model-config PATH [--gpu-memory-gib G] [--gpus N] "
+        "[--sglang-version V] [--calibrate-from LOG] [--max-fraction F] -- SGLANG_FLAGS...",
+        description=HELP + ". Runs SGLang's own pool-sizing arithmetic on the model config "
+        "and SGLang's flags (given after --, as on its command line), from the GPU size or, "
+        "exactly, from the memory lines of a real attempt's log. Exit status 0 whatever the "
+        "verdict; 1 for an unreadable file or a value the planner rejects.",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--model-config", metavar="PATH", help="the model's config.json (or its directory)"
+    )
+    parser.add_argument(
+        "--gpu-memory-gib",
+        metavar="G",
+        help="memory per GPU in GiB (default: the smallest GPU NVML reports)",
+    )
+    parser.add_argument(
+        "--gpus", metavar="N", help="GPUs available (default: NVML's count, else 1)"
+    )
+    parser.add_argument(
+        "--sglang-version", metavar="V", default="0.5.9", help=f"one of {', '.join(VERSIONS)}"
+    )
+    parser.add_argument(
+        "--calibrate-from",
+        metavar="LOG",
+        help="an attempt's log: its free-memory and weight lines make the prediction exact",
+    )
+    parser.add_argument(
+        "--max-fraction",
+        metavar="F",
+        default=str(DEFAULT_MAX_FRACTION),
+        help="never suggest --mem-fraction-static above this (default %(default)s)",
+    )
+    parser.add_argument("sglang_flags", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace, stdout: TextIO = sys.stdout, stderr: TextIO = sys.stderr) -> int:
+    try:
+        result, calibration = _plan(args)
+    except (PlanError, OSError, ValueError) as error:
+        print(f"sglang-sentinel plan: {_message(error)}", file=stderr)
+        return 1
+    if args.json:
+        data = result.to_json()
+        if calibration is not None:
+            data["calibration"] = calibration.to_json()
+        stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        stdout.write(report(result, args.calibrate_from))
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> tuple[Plan, Calibration | None]:
+    if not args.model_config:
+        raise PlanError("--model-config PATH is required")
+    config = _read_config(Path(args.model_config))
+    flags = parse_flags(args.sglang_flags)
+    detected = _nvml_gpus() if args.gpu_memory_gib is None or args.gpus is None else None
+    if args.gpu_memory_gib is not None:
+        memory = round(_positive(args.gpu_memory_gib, "--gpu-memory-gib", float) * GIB)
+    elif detected is not None:
+        memory = detected[1]
+    else:
+        raise PlanError("no GPU found through NVML: give --gpu-memory-gib")
+    if args.gpus is not None:
+        gpus = _positive(args.gpus, "--gpus", int)
+    else:
+        gpus = detected[0] if detected else 1
+    calibration = None
+    if args.calibrate_from:
+        lines, events = read_log(read_log_file(args.calibrate_from))
+        calibration = calibrate(events, detect_version(lines, events))
+    max_fraction = _positive(args.max_fraction, "--max-fraction", float)
+    version = args.sglang_version
+    return plan(config, memory, gpus, flags, version, calibration, max_fraction), calibration
+
+
+def _read_config(path: Path) -> dict:
+    if path.is_dir():
+        path = path / "config.json"
+    with open(path, encoding="utf-8") as handle:
+        try:
+            config = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise PlanError(f"{path} is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise PlanError(f"{path} is not a JSON object")
+    return config
+
+
+def _positive(text: str, name: str, cast: type) -> float:
+    try:
+        value = cast(text)
+    except ValueError:
+        raise PlanError(f"{name} needs a number, got {text!r}") from None
+    if not value > 0:
+        raise PlanError(f"{name} must be positive, got {text}")
+    return value
+
+
+def _message(error: Exception) -> str:
+    if isinstance(error, OSError) and error.filename:
+        return f"cannot read {error.filename}: {error.strerror or error}"
+    return str(error)
+
+
+def parse_flags(words: Sequence[str]) -> dict[str, object]:
+    """SGLang's command line as name -> value: ``--name value``, ``--name=value``,
+    ``--name`` alone is true, ``--name a b`` a list."""
+    words = list(words)
+    if words and words[0] == "--":
+        words = words[1:]
+    flags: dict[str, object] = {}
+    name = None
+    for word in words:
+        if word.startswith("--") and len(word) > 2:
+            name, _, value = word[2:].partition("=")
+            flags[name] = value if value else True
+            if value:
+                name = None
+        elif name is None:
+            raise PlanError(f"SGLang flag value {word!r} follows no --flag")
+        elif flags[name] is True:
+            flags[name] = word
+        else:
+            previous = flags[name]
+            flags[name] = [*previous, word] if isinstance(previous, list) else [previous, word]
+    return flags
+
+
+def _nvml_gpus() -> tuple[int, int] | None:
+    """(GPU count, the smallest GPU's usable memory) from NVML, or None where it cannot
+    say. Usable = total less what the driver reserves, which is what CUDA reports."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:  # no library or no driver: no GPU to read
+        return None
+    try:
+        sizes = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            try:
+                info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+                sizes.append(info.total - info.reserved)
+            except pynvml.NVMLError:
+                sizes.append(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+    return (len(sizes), min(sizes)) if sizes else None
+
+
+def report(result: Plan, log: str | None) -> str:
+    source = f"calibrated from {log}" if log else "estimated from the GPU size and the config"
+    if log and not result.inputs.get("calibrated"):
+        source = f"{log} has no memory lines: estimated from the GPU size and the config"
+    rows = [
+        f"SGLang {result.version}: {result.verdict}  ({source})",
+        "  budget per GPU rank:",
+    ]
+    rows += [
+        f"    {step.name:<24}{step.bytes / GIB:>9.2f} GiB  {step.explanation}"
+        for step in result.budget
+    ]
+    rows += [
+        f"  max_total_num_tokens:  {result.max_total_num_tokens}",
+        f"  mamba_cache_slots:     {_or_dash(result.mamba_cache_slots)}",
+        f"  max_running_requests:  {result.max_running_requests}",
+        f"  headroom:              {result.headroom_bytes / GIB:.2f} GiB "
+        "(for CUDA graphs and activations)",
+        f"  what ate the budget:   {_or_dash(result.what_ate_the_budget)}",
+    ]
+    if result.notes:
+        rows.append("  notes:")
+        rows += [f"    - {note}" for note in result.notes]
+    if result.suggestions:
+        rows.append("  suggestions, cheapest first:")
+        for number, suggestion in enumerate(result.suggestions, 1):
+            outcome = suggestion.plan
+            slots = (
+                f", {outcome.mamba_cache_slots} state slots"
+                if outcome.mamba_cache_slots is not None
+                else ""
+            )
+            rows.append(
+                f"    {number}. {suggestion.change}: {outcome.verdict}, "
+                f"{outcome.max_total_num_tokens} tokens{slots}, max_running_requests "
+                f"{outcome.max_running_requests}, headroom {outcome.headroom_bytes / GIB:.2f} GiB"
+            )
+    elif not result.fits:
+        rows.append("  suggestions: none of the flag changes tried fits")
+    return "\n".join(rows) + "\n"
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,46 @@
+"""How each background collector is doing, in node_exporter's shape: success, how long the last
+collection took, and when one last succeeded. A failed collection publishes no data of its own,
+so these metrics are what tells an empty series from a broken collector."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+# exporter.metrics holds the same name; not imported from there, since it imports these modules.
+NAMESPACE = "sglang_sentinel"
+
+
+@dataclass(frozen=True)
+class CollectorHealth:
+    success: bool  # the last collection succeeded
+    duration_s: float  # how long the last collection took (or has been taking, when stalled)
+    last_success_time: float | None  # wall time of the last success; None: never succeeded
+    error: str | None = None  # short text, for logs and the snapshot; never a label
+
+
+def collector_families(healths: Mapping[str, CollectorHealth]) -> list[Metric]:
+    """The health of every collector, labelled by its name (a closed set: our collectors)."""
+    success = GaugeMetricFamily(
+        f"{NAMESPACE}_collector_success",
+        "1 when the collector's last collection succeeded.",
+        labels=["collector"],
+    )
+    duration = GaugeMetricFamily(
+        f"{NAMESPACE}_collector_duration_seconds",
+        "How long the collector's last collection took.",
+        labels=["collector"],
+    )
+    last = GaugeMetricFamily(
+        f"{NAMESPACE}_collector_last_success_timestamp_seconds",
+        "When the collector last succeeded; absent while it never has.",
+        labels=["collector"],
+    )
+    for name, health in sorted(healths.items()):
+        success.add_metric([name], 1.0 if health.success else 0.0)
+        duration.add_metric([name], health.duration_s)
+        if health.last_success_time is not None:
+            last.add_metric([name], health.last_success_time)
+    return [success, duration, last]

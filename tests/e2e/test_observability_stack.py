@@ -1,0 +1,196 @@
+"""The daemon as operators see it: a real Prometheus scraping it and evaluating the shipped
+alert rules, a real Alertmanager receiving them, and every dashboard query run for real,
+while the daemon supervises the real SGLang on the CPU through a failure and a fallback.
+
+GPU series come from the real pynvml code against the fake libnvidia-ml.so.1 the tests
+build (there is no GPU here), with the SGLang scheduler's real pid holding device memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from exporter.config import MetricsListen
+from exporter.supervisor.processes import describe
+from exporter.supervisor.states import ServerState
+from tests.conftest import GiB
+from tests.dashboard_tools import dashboard_queries
+from tests.e2e.conftest import free_port, write_config
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "alerts" / "sglang-sentinel.rules.yml"
+JOB = "sglang-sentinel"  # the job label the shipped rules assume (alerts/README.md)
+
+
+def start(argv: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def stack(tmp_path):
+    """Prometheus (1 s scrape and evaluation) and Alertmanager on loopback, stopped after."""
+    prometheus, alertmanager = shutil.which("prometheus"), shutil.which("prometheus-alertmanager")
+    assert prometheus and alertmanager, "./dev test installs them (scripts/install-test-deps)"
+    am_port, prom_port, metrics_port = free_port(), free_port(), free_port()
+    # The shipped rules, with the fallback alert's for: shortened the way alerts/README.md shows.
+    rules = tmp_path / "rules.yml"
+    rules.write_text(
+        re.sub(
+            r"(?m)^( *for: )\d+[smh]( *# SGLangSentinelOnFallbackProfile:for)$",
+            r"\g<1>0s\2",
+            RULES.read_text(),
+        )
+    )
+    (tmp_path / "alertmanager.yml").write_text(
+        "route:\n  receiver: record\n  group_wait: 0s\n  group_interval: 1s\nreceivers:\n  - name: record\n"
+    )
+    (tmp_path / "prometheus.yml").write_text(f"""
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{rules}]
+alerting:
+  alertmanagers: [{{static_configs: [{{targets: ["127.0.0.1:{am_port}"]}}]}}]
+scrape_configs:
+  - job_name: {JOB}
+    static_configs: [{{targets: ["127.0.0.1:{metrics_port}"]}}]
+""")
+    procs = [
+        start(
+            [
+                alertmanager,
+                f"--config.file={tmp_path / 'alertmanager.yml'}",
+                f"--storage.path={tmp_path / 'am'}",
+                f"--web.listen-address=127.0.0.1:{am_port}",
+                "--cluster.listen-address=",
+            ],
+            tmp_path / "alertmanager.log",
+        ),
+        start(
+            [
+                prometheus,
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
+            tmp_path / "prometheus.log",
+        ),
+    ]
+    try:
+        yield {
+            "prometheus": f"http://127.0.0.1:{prom_port}",
+            "alertmanager": f"http://127.0.0.1:{am_port}",
+            "metrics_port": metrics_port,
+        }
+    finally:
+        for proc in procs:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def query(base: str, expr: str) -> list:
+    reply = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10, trust_env=False)
+    reply.raise_for_status()
+    return reply.json()["data"]["result"]
+
+
+def alerts(base: str, name: str) -> list[dict]:
+    reply = httpx.get(
+        f"{base}/api/v2/alerts", params={"active": "true"}, timeout=10, trust_env=False
+    )
+    reply.raise_for_status()
+    return [a for a in reply.json() if a["labels"].get("alertname") == name]
+
+
+def test_failure_fallback_alert_and_every_dashboard_query(
+    tmp_path, runtime, models, supervise, stack, nvml
+):
+    config = write_config(
+        tmp_path,
+        runtime,
+        models["large"],
+        args={"mem-fraction-static": 0.005},
+        profiles=[{"name": "tight"}, {"name": "roomy", "set": {"mem-fraction-static": 0.5}}],
+        policy={"health_interval_s": 1.0},
+    )
+    config = replace(config, metrics=MetricsListen("127.0.0.1", stack["metrics_port"]))  # scraped
+    running = supervise(config)
+    running.wait_state(ServerState.READY, timeout_s=400)
+
+    # The scheduler holds device memory on GPU 0; something that is not ours holds more.
+    scheduler = wait(
+        lambda: next(
+            (m for m in running.daemon.processes.snapshot().processes if m.role == "scheduler"),
+            None,
+        ),
+        30,
+        "the process collector",
+    )
+    assert (describe(scheduler.identity)["cmdline"] or "").startswith("sglang::scheduler")
+    nvml.set_processes([(0, scheduler.identity.pid, 2 * GiB), (0, os.getpid(), 3 * GiB)])
+    nvml.add_xid(0, 79)
+
+    prom, am = stack["prometheus"], stack["alertmanager"]
+    firing = wait(
+        lambda: alerts(am, "SGLangSentinelOnFallbackProfile"),
+        90,
+        "the fallback alert in Alertmanager",
+    )
+    assert firing[0]["labels"]["severity"] == "warning"
+    assert firing[0]["labels"]["job"] == JOB
+    assert "roomy" in firing[0]["annotations"]["description"]
+    foreign = wait(
+        lambda: query(prom, f'sglang_sentinel_gpu_foreign_memory_bytes{{job="{JOB}"}}'),
+        60,
+        "GPU series in Prometheus",
+    )
+    assert float(foreign[0]["value"][1]) == 3 * GiB
+
+    # Every dashboard query parses in Prometheus and returns data from the live daemon.
+    exposed = set(
+        re.findall(
+            r"^(sglang_sentinel_\w+?)(?:_bucket|_count|_sum)?[{ ]", running.exposition(), flags=re.M
+        )
+    )
+    time.sleep(6)  # rate() and increase() need a few scrapes at 1 s
+    empty = []
+    for expr in dashboard_queries(
+        values={"job": JOB, "instance": f"127.0.0.1:{stack['metrics_port']}", "gpu": "0"}
+    ):
+        names = set(re.findall(r"sglang_sentinel_\w+", expr))
+        assert names <= exposed | {n + "_total" for n in exposed} | exposed, (expr, names - exposed)
+        if not query(prom, expr):
+            empty.append(expr)
+    assert not empty, "dashboard queries with no data:\n" + "\n".join(empty)
+
+    # Stopping the server on purpose ends the fallback: the alert resolves.
+    running.daemon.request_stop()
+    running.thread.join(timeout=120)
+    wait(
+        lambda: not alerts(am, "SGLangSentinelOnFallbackProfile"),
+        90,
+        "the fallback alert to resolve",
+    )
+    assert not alerts(am, "SGLangSentinelServerDown"), "a deliberate stop is not an outage"
