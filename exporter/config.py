@@ -85,6 +85,7 @@ class Policy:
     stop_grace_s: float = 30.0
     health_interval_s: float = 5.0
     hang_timeout_s: float = 300.0
+    automatic_remedies: bool = True  # when the ladder is exhausted, try the planner's change
     max_mem_fraction_static: float = 0.95
     retry: Mapping[str, bool] = field(default_factory=lambda: _EMPTY)
 
@@ -288,6 +289,13 @@ class _Reader:
             if not 0 < fraction <= 1:
                 self.fail((*key, "max_mem_fraction_static"), f"must be in (0, 1], got {fraction}")
             values["max_mem_fraction_static"] = fraction
+        if "automatic_remedies" in table:
+            if not isinstance(table["automatic_remedies"], bool):
+                self.fail(
+                    (*key, "automatic_remedies"),
+                    f"must be true or false, got {_kind(table['automatic_remedies'])}",
+                )
+            values["automatic_remedies"] = table["automatic_remedies"]
         if "retry" in table:
             retry = self.table(table["retry"], (*key, "retry"))
             for name, value in retry.items():

@@ -16,7 +16,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from exporter import __version__
+from exporter.diagnosis.taxonomy import FailureClass
 from exporter.supervisor.progress import AttemptProgress
+from exporter.supervisor.remedies import REMEDIED
 from exporter.supervisor.states import ServerState
 from exporter.telemetry.gpu import GpuSnapshot, gpu_families
 from exporter.telemetry.health import collector_families
@@ -24,6 +26,9 @@ from exporter.telemetry.probes import PROBES, ProbeSnapshot
 from exporter.telemetry.processes import ROLES, ProcessSnapshot
 
 NAMESPACE = "sglang_sentinel"
+FAILURE_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)
+RESTART_REASONS = (*FAILURE_CLASSES, "config_reload")
+REMEDY_CLASSES = tuple(sorted(c.value for c in REMEDIED))
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Snapshot:
     log_lines: Mapping[bool, int] = field(default_factory=dict)  # matched? -> count
     last_line_time: float | None = None
     hangs: int = 0
+    remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
     probes: ProbeSnapshot | None = None
     processes: ProcessSnapshot | None = None
     gpus: GpuSnapshot | None = None
@@ -69,16 +75,19 @@ def families(snap: Snapshot) -> list[Metric]:
 
     attempts = _counter("attempts", "Launch attempts (adopted servers included).")
     attempts.add_metric([], snap.attempts_total)
+    # Every label value from 0: increase() cannot see the first event of a series that is
+    # born with it.
     restarts = _counter("restarts", "Relaunches, by why the previous attempt ended.", ["reason"])
-    for reason, count in sorted(snap.restarts.items()):
-        restarts.add_metric([reason], count)
+    for reason in RESTART_REASONS:
+        restarts.add_metric([reason], snap.restarts.get(reason, 0))
     failures = _counter("failures", "Ended attempts, by failure class.", ["class"])
     last = _gauge(
         "last_failure_timestamp_seconds", "When the last failure of each class ended.", ["class"]
     )
-    for failure_class, count in sorted(snap.failures.items()):
-        failures.add_metric([failure_class], count)
-        last.add_metric([failure_class], snap.last_failure_time[failure_class])
+    for failure_class in FAILURE_CLASSES:
+        failures.add_metric([failure_class], snap.failures.get(failure_class, 0))
+        if failure_class in snap.last_failure_time:
+            last.add_metric([failure_class], snap.last_failure_time[failure_class])
     out += [attempts, restarts, failures, last]
 
     profile = _gauge("profile_info", "The profile of the current attempt; always 1.", ["profile"])
@@ -103,7 +112,12 @@ def families(snap: Snapshot) -> list[Metric]:
         last_line.add_metric([], snap.last_line_time)
     hangs = _counter("hangs", "Attempts ended as hangs (startup stalls and stuck servers).")
     hangs.add_metric([], snap.hangs)
-    out += [lines, last_line, hangs]
+    remedies = _counter(
+        "automatic_remedies", "Automatic flag changes the daemon made, by failure class.", ["class"]
+    )
+    for failure_class in REMEDY_CLASSES:
+        remedies.add_metric([failure_class], snap.remedies.get(failure_class, 0))
+    out += [lines, last_line, hangs, remedies]
     out += _runtime_families(snap.progress)
     out += _probe_families(snap.probes)
     out += _process_families(snap.processes)
@@ -201,8 +215,9 @@ def _pool_families(progress: AttemptProgress | None) -> list[Metric]:
         label = str(rank)
         if pool.kv_tokens is not None:
             kv.add_metric([label], pool.kv_tokens)
-        if pool.mamba_slots is not None:
-            slots.add_metric([label], pool.mamba_slots)
+        if pool.mamba_slots is not None or pool.kv_tokens is not None:
+            # a pool sized without linear-attention state has zero slots, not an unknown
+            slots.add_metric([label], pool.mamba_slots or 0)
         if pool.weights_bytes is not None:
             weights.add_metric([label], pool.weights_bytes)
         for name, size in sorted(pool.pools.items()):

@@ -21,6 +21,8 @@ import pytest
 
 from exporter.metrics import Snapshot, families
 from exporter.supervisor.states import ServerState
+from exporter.telemetry.gpu import GpuSnapshot, gpu_families
+from tests.metric_names import EXPORTED_METRICS
 
 ALERTS = Path(__file__).resolve().parents[1] / "alerts"
 RULES = ALERTS / "sglang-sentinel.rules.yml"
@@ -48,50 +50,6 @@ REQUIRED_ALERTS = {
     "SGLangSentinelAbsent",
 }
 
-# What the daemon exports today (README, "Metrics"): checked against the collector below.
-EXISTING_METRICS = {
-    "sglang_sentinel_build_info",
-    "sglang_sentinel_server_state",
-    "sglang_sentinel_server_up",
-    "sglang_sentinel_attempts_total",
-    "sglang_sentinel_restarts_total",
-    "sglang_sentinel_failures_total",
-    "sglang_sentinel_last_failure_timestamp_seconds",
-    "sglang_sentinel_profile_info",
-    "sglang_sentinel_fallback_level",
-    "sglang_sentinel_startup_duration_seconds",
-    "sglang_sentinel_kv_cache_tokens",
-    "sglang_sentinel_memory_pool_bytes",
-    "sglang_sentinel_mamba_cache_slots",
-    "sglang_sentinel_weights_bytes",
-    "sglang_sentinel_device_available_bytes",
-    "sglang_sentinel_log_lines_total",
-}
-# Being added with the GPU, process, probe and collector telemetry (names fixed).
-PLANNED_METRICS = {
-    "sglang_sentinel_gpu_info",
-    "sglang_sentinel_gpu_memory_total_bytes",
-    "sglang_sentinel_gpu_memory_used_bytes",
-    "sglang_sentinel_gpu_memory_free_bytes",
-    "sglang_sentinel_gpu_process_memory_bytes",
-    "sglang_sentinel_gpu_foreign_memory_bytes",
-    "sglang_sentinel_gpu_xid_errors_total",
-    "sglang_sentinel_gpu_xid_last_timestamp_seconds",
-    "sglang_sentinel_processes",
-    "sglang_sentinel_process_resident_memory_bytes",
-    "sglang_sentinel_health_probe_success",
-    "sglang_sentinel_health_probe_duration_seconds",
-    "sglang_sentinel_collector_success",
-    "sglang_sentinel_collector_duration_seconds",
-    "sglang_sentinel_collector_last_success_timestamp_seconds",
-    "sglang_sentinel_log_last_line_timestamp_seconds",
-    "sglang_sentinel_running_requests",
-    "sglang_sentinel_queued_requests",
-    "sglang_sentinel_token_usage_ratio",
-    "sglang_sentinel_generation_throughput_tokens_per_second",
-    "sglang_sentinel_retractions_total",
-    "sglang_sentinel_hangs_total",
-}
 METRIC_NAME = re.compile(r"sglang_sentinel_[a-z_]+")
 # The XIDs that must be critical (the rest of the critical list is the rules' choice).
 MUST_BE_CRITICAL_XIDS = {"48", "63", "64", "74", "79", "94", "95"}
@@ -271,17 +229,20 @@ def test_runbook_links_between_runbooks_resolve():
 
 
 def test_metric_names_in_rules_and_tests_are_known(rules_text):
-    known = EXISTING_METRICS | PLANNED_METRICS
     for path, text in ((RULES, rules_text), (RULE_TESTS, RULE_TESTS.read_text("utf-8"))):
-        unknown = set(METRIC_NAME.findall(text)) - known
+        unknown = set(METRIC_NAME.findall(text)) - EXPORTED_METRICS
         assert not unknown, f"{path.name}: {sorted(unknown)}"
 
 
-def test_the_existing_metric_names_are_what_the_collector_exports():
+def test_the_metric_names_are_what_the_collector_exports():
+    """tests/metric_names.py is exactly what the collector declares (GPU families included:
+    the daemon adds them once NVML has been polled, so they are built here on their own)."""
+    gpus = GpuSnapshot(taken_at=None, success=True, duration_s=0.0, last_success_time=None)
     exported = set()
-    for family in families(Snapshot(state=ServerState.STOPPED)):
+    for family in families(Snapshot(state=ServerState.STOPPED)) + gpu_families(gpus):
         exported.add(family.name + ("_total" if family.type == "counter" else ""))
-    assert exported >= EXISTING_METRICS, sorted(EXISTING_METRICS - exported)
+    assert exported - EXPORTED_METRICS == set(), "add them to tests/metric_names.py"
+    assert EXPORTED_METRICS - exported == set(), "no longer exported: tests/metric_names.py"
 
 
 def test_xid_critical_and_warning_lists_are_complementary(rules):

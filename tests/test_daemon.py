@@ -7,6 +7,7 @@ daemon run in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -21,6 +22,7 @@ import httpx
 
 from exporter.config import load_config
 from exporter.history import History
+from exporter.notify import Notifier
 from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.processes import ProcessIdentity
 from exporter.supervisor.states import ServerState
@@ -246,3 +248,50 @@ def test_history_survives_kill_9_of_the_daemon_at_random_moments(tmp_path):
     wait_for(lambda: not any(i.alive() for i in identities(config)), 10)
     attempts = History(config.paths.state_dir).read().attempts
     assert attempts and all(a.ended for a in attempts), "an attempt was never concluded"
+
+
+def test_the_daemon_speaks_sd_notify_and_a_stalled_loop_stops_the_watchdog(tmp_path, monkeypatch):
+    """READY once supervising, STATUS on state changes, WATCHDOG pings from the main loop
+    only: while tick() is stuck, no ping arrives; after it, they resume."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "notify"))
+    sock.settimeout(0.2)
+    notifier = Notifier(str(tmp_path / "notify"), watchdog_usec=400_000)  # pings every 0.2 s
+    config = load_config(write(tmp_path, {"sleep": 600.0}))
+    daemon = Daemon(config, notifier=notifier)
+    stall = threading.Event()
+    real_tick = daemon.tick
+
+    def tick() -> None:
+        while stall.is_set():  # the main loop is stuck (say, in a blocking call)
+            time.sleep(0.05)
+        real_tick()
+
+    monkeypatch.setattr(daemon, "tick", tick)
+    thread = in_thread(daemon)
+
+    def messages(seconds: float) -> list[str]:
+        got, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                got.append(sock.recv(4096).decode())
+        return got
+
+    try:
+        first = messages(2.0)
+        assert any("READY=1" in m for m in first)
+        assert any("STATUS=starting: profile default, attempt 1" in m for m in first)
+        assert any(m == "WATCHDOG=1" for m in first)
+        stall.set()
+        time.sleep(0.5)  # a ping already in flight may still land
+        messages(0.3)
+        assert not any(m == "WATCHDOG=1" for m in messages(2.0)), "pinged while stalled"
+        stall.clear()
+        assert any(m == "WATCHDOG=1" for m in messages(2.0)), "no pings after the stall"
+        stop(daemon, thread)
+        assert any("STOPPING=1" in m for m in messages(0.5))
+    finally:
+        stall.clear()
+        if thread.is_alive():
+            stop(daemon, thread)
+        sock.close()

@@ -30,57 +30,14 @@ from tests.dashboard_tools import (
     referenced_variables,
     substitute,
 )
+from tests.metric_names import EXPORTED_METRICS
 
 try:
     import promql_parser
 except ImportError:  # reported by the `promql` fixture, with what to install
     promql_parser = None
 
-# Every metric the daemon exports (README "Metrics", plus the GPU, process, health, collector
-# and runtime families). A dashboard query may use only these names. This offline list can
-# drift from the code: an integration test runs every query (tests/dashboard_tools.py's
-# dashboard_queries) against a real Prometheus scraping the live daemon and checks the names
-# against its real exposition too.
-KNOWN_METRICS = {
-    "sglang_sentinel_build_info",
-    "sglang_sentinel_server_state",
-    "sglang_sentinel_server_up",
-    "sglang_sentinel_attempts_total",
-    "sglang_sentinel_restarts_total",
-    "sglang_sentinel_failures_total",
-    "sglang_sentinel_last_failure_timestamp_seconds",
-    "sglang_sentinel_profile_info",
-    "sglang_sentinel_fallback_level",
-    "sglang_sentinel_startup_duration_seconds",
-    "sglang_sentinel_kv_cache_tokens",
-    "sglang_sentinel_memory_pool_bytes",
-    "sglang_sentinel_mamba_cache_slots",
-    "sglang_sentinel_weights_bytes",
-    "sglang_sentinel_device_available_bytes",
-    "sglang_sentinel_log_lines_total",
-    "sglang_sentinel_gpu_info",
-    "sglang_sentinel_gpu_memory_total_bytes",
-    "sglang_sentinel_gpu_memory_used_bytes",
-    "sglang_sentinel_gpu_memory_free_bytes",
-    "sglang_sentinel_gpu_process_memory_bytes",
-    "sglang_sentinel_gpu_foreign_memory_bytes",
-    "sglang_sentinel_gpu_xid_errors_total",
-    "sglang_sentinel_gpu_xid_last_timestamp_seconds",
-    "sglang_sentinel_processes",
-    "sglang_sentinel_process_resident_memory_bytes",
-    "sglang_sentinel_health_probe_success",
-    "sglang_sentinel_health_probe_duration_seconds",
-    "sglang_sentinel_collector_success",
-    "sglang_sentinel_collector_duration_seconds",
-    "sglang_sentinel_collector_last_success_timestamp_seconds",
-    "sglang_sentinel_log_last_line_timestamp_seconds",
-    "sglang_sentinel_running_requests",
-    "sglang_sentinel_queued_requests",
-    "sglang_sentinel_token_usage_ratio",
-    "sglang_sentinel_generation_throughput_tokens_per_second",
-    "sglang_sentinel_retractions_total",
-    "sglang_sentinel_hangs_total",
-}
+# A query may use only the names in tests/metric_names.py, and each of them on some panel.
 # Series that carry the gpu label: every selector of one must filter on $gpu.
 GPU_METRIC_PREFIX = "sglang_sentinel_gpu_"
 
@@ -409,7 +366,7 @@ def test_every_exported_metric_has_a_panel(promql):
         for node in _nodes(promql, _parse(promql, query, SINGLE)):
             if type(node).__name__ == "VectorSelector":
                 used.add(_metric_name(node))
-    assert KNOWN_METRICS - used == set()
+    assert EXPORTED_METRICS - used == set()
 
 
 def test_server_state_panels_decode_every_state(dashboard):
@@ -523,7 +480,7 @@ def test_query_uses_only_exported_metrics(promql, query):
     }
     assert names, f"{query.where} {query.ref_id} selects no metric"
     assert None not in names, "every selector names its metric"
-    assert names <= KNOWN_METRICS, names - KNOWN_METRICS
+    assert names <= EXPORTED_METRICS, names - EXPORTED_METRICS
 
 
 @per_query

@@ -488,6 +488,10 @@ def launches(draw) -> dict:
         "speculative-num-steps": st.integers(1, 6),
         "speculative-eagle-topk": st.integers(1, 4),
         "speculative-num-draft-tokens": st.integers(1, 16),
+        "pp-size": st.sampled_from([1, 2]),
+        "enable-dp-attention": st.booleans(),
+        "dp-size": st.sampled_from([1, 2]),
+        "disable-cuda-graph": st.booleans(),
     }
     for name, values in optional.items():
         if draw(st.booleans()):
@@ -513,7 +517,8 @@ def test_random_inputs_plan_or_refuse_clearly_and_suggestions_fit(
         calibration = Calibration(free_before_weights=free, free_after_weights=free // 2)
     try:
         # Mostly enough GPUs for --tp-size: the refusal is tested on its own.
-        gpus = max(gpus, int(flags["tp-size"])) if gpus > 1 else gpus
+        world = int(flags["tp-size"]) * int(flags.get("pp-size", 1)) * int(flags.get("dp-size", 1))
+        gpus = max(gpus, world) if gpus > 1 else gpus
         result = plan(config, round(gib * GIB), gpus, flags, version, calibration)
     except PlanError as error:
         assert str(error)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from exporter.logs.events import Event, EventKind, FieldValue
@@ -47,20 +47,35 @@ class LinePattern:
     # Extra (field, regex, converter) searched after the main match: fields whose order
     # differs between versions.
     extras: tuple[tuple[str, re.Pattern[str], Converter], ...] = ()
+    # (index in match.groups(), field, converter or None) per named group, in group order:
+    # worked out once here rather than from groupdict() on every matching line.
+    groups: tuple[tuple[int, str, Converter | None], ...] = field(
+        init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        groups = []
+        for name, number in sorted(self.regex.groupindex.items(), key=lambda item: item[1]):
+            name = name.split("__", 1)[0]
+            groups.append((number - 1, name, self.converters.get(name)))
+        object.__setattr__(self, "groups", tuple(groups))
 
     def parse(self, message: str) -> dict[str, FieldValue] | None:
         if self.literal not in message:
             return None
+        return self.parse_candidate(message)
+
+    def parse_candidate(self, message: str) -> dict[str, FieldValue] | None:
+        """:meth:`parse` for a message already known to hold :attr:`literal`."""
         match = self.regex.search(message)
         if match is None:
             return None
-        fields: dict[str, FieldValue] = dict(self.constants)
-        for name, text in match.groupdict().items():
-            if text is None:
-                continue
-            name = name.split("__", 1)[0]
-            convert = self.converters.get(name)
-            fields[name] = convert(text) if convert else text
+        fields: dict[str, FieldValue] = dict(self.constants) if self.constants else {}
+        texts = match.groups()
+        for index, name, convert in self.groups:
+            text = texts[index]
+            if text is not None:
+                fields[name] = convert(text) if convert else text
         for name, regex, convert in self.extras:
             extra = regex.search(message)
             if extra:
@@ -183,7 +198,7 @@ COMMON: tuple[LinePattern, ...] = (
         "Load weight end",
         r"Load weight end\. (?:elapsed=(?P<elapsed_s>[\d.]+) s, )?type=(?P<model_type>\w+), "
         r"(?:dtype=(?P<dtype>[\w.]+), )?(?:quant=(?P<quant>[^,]+), (?:fmt=[^,]+, )?)?"
-        r"avail mem=(?P<avail_bytes>[\d.]+) GB, mem usage=(?P<usage_bytes>[\d.]+) GB",
+        r"avail mem=(?P<avail_bytes>[\d.]+) GB, mem usage=(?P<usage_bytes>-?[\d.]+) GB",
         elapsed_s=float,
         avail_bytes=gib,
         usage_bytes=gib,
@@ -230,9 +245,9 @@ COMMON: tuple[LinePattern, ...] = (
         EventKind.CUDA_GRAPH_END,
         "Capture ",
         r"^Capture (?P<stage>.+?) end\. (?:Time elapsed: (?P<elapsed_s>[\d.]+) s\. "
-        r"mem usage=(?P<usage_bytes>[\d.]+) GB\. avail mem=(?P<avail_bytes>[\d.]+) GB"
+        r"mem usage=(?P<usage_bytes>-?[\d.]+) GB\. avail mem=(?P<avail_bytes>[\d.]+) GB"
         r"|(?:bs=\[[^\]]*\], )?elapsed=(?P<elapsed_s__new>[\d.]+) s, "
-        r"mem usage=(?P<usage_bytes__new>[\d.]+) GB, avail mem=(?P<avail_bytes__new>[\d.]+) GB)?",
+        r"mem usage=(?P<usage_bytes__new>-?[\d.]+) GB, avail mem=(?P<avail_bytes__new>[\d.]+) GB)?",
         elapsed_s=float,
         usage_bytes=gib,
         avail_bytes=gib,
@@ -260,7 +275,7 @@ COMMON: tuple[LinePattern, ...] = (
         EventKind.DIST_INIT_END,
         "Init torch distributed ends",
         r"Init torch distributed ends\. (?:elapsed=(?P<elapsed_s>[\d.]+) s, )?"
-        r"mem usage=(?P<mem_usage_bytes>[\d.]+) GB",
+        r"mem usage=(?P<mem_usage_bytes>-?[\d.]+) GB",
         elapsed_s=float,
         mem_usage_bytes=gib,
     ),
@@ -350,7 +365,7 @@ V0_5_23: tuple[LinePattern, ...] = (
     pattern(
         EventKind.MEMORY_BASELINE,
         "Memory baseline taken",
-        r"Memory baseline taken\. mem usage=(?P<mem_usage_bytes>[\d.]+) GB",
+        r"Memory baseline taken\. mem usage=(?P<mem_usage_bytes>-?[\d.]+) GB",
         mem_usage_bytes=gib,
     ),
     pattern(
@@ -435,7 +450,10 @@ def parse_event(line: LogLine, patterns: Iterable[LinePattern] = ANY_VERSION) ->
     """The event this line carries, or None for a line the grammar does not know."""
     message = line.message
     for line_pattern in patterns:
-        fields = line_pattern.parse(message)
-        if fields is not None:
-            return Event(line_pattern.kind, line, MappingProxyType(fields))
+        # The literal test inline: most patterns are ruled out by it, and a method call
+        # per pattern would cost more than the test itself.
+        if line_pattern.literal in message:
+            fields = line_pattern.parse_candidate(message)
+            if fields is not None:
+                return Event(line_pattern.kind, line, MappingProxyType(fields))
     return None

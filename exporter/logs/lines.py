@@ -57,11 +57,14 @@ def parse_line(number: int, raw: str) -> LogLine:
     """Split ``raw`` into wrappers and message; never raises."""
     text = raw.strip()
     foreign_ts = None
-    for pattern in _FOREIGN_PREFIXES:
-        match = pattern.match(text)
-        if match:
-            foreign_ts = foreign_ts or match.groupdict().get("fts")
-            text = text[match.end() :].lstrip()
+    # Each foreign wrapper starts with something other than "[" except torch's "[rankN]:",
+    # so a line opening with SGLang's own "[" skips the search (most lines of a log).
+    if not text.startswith("[") or text.startswith("[rank"):
+        for pattern in _FOREIGN_PREFIXES:
+            match = pattern.match(text)
+            if match:
+                foreign_ts = foreign_ts or match.groupdict().get("fts")
+                text = text[match.end() :].lstrip()
     match = _SGLANG_PREFIX.match(text)
     if match is None:
         return LogLine(number, raw, text, None, "", foreign_ts)

@@ -37,20 +37,25 @@ class LogReader:
     def feed(self, raw_lines: Iterable[str]) -> list[Event]:
         events: list[Event] = []
         stats = self.stats
+        # Locals in the loop: it runs once per line of a log that may grow for weeks.
+        number, matched = stats.lines, 0
+        keep, kept = self._keep, self.lines
+        tracebacks, patterns = self._tracebacks, self._patterns
         for raw in raw_lines:
-            stats.lines += 1
-            line = parse_line(stats.lines, raw)
-            if self._keep:
-                self.lines.append(line)
-            finished = self._tracebacks.feed(line)
+            number += 1
+            line = parse_line(number, raw)
+            if keep:
+                kept.append(line)
+            finished = tracebacks.feed(line)
             if finished is not None:
                 events.append(finished)
-            event = parse_event(line, self._patterns)
-            if event is None:
-                stats.unknown += 1
-            else:
-                stats.matched += 1
+            event = parse_event(line, patterns)
+            if event is not None:
+                matched += 1
                 events.append(event)
+        stats.unknown += number - stats.lines - matched
+        stats.matched += matched
+        stats.lines = number
         return events
 
     def close(self) -> list[Event]:

@@ -7,25 +7,30 @@ the same lock. Signals only set flags and wake the loop.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from exporter.config import Config, ConfigError, load_config
+import psutil
+
+from exporter.config import Config, ConfigError, load_config, render_flags
 from exporter.diagnosis.classify import Classification, Outcome, classify
+from exporter.diagnosis.planner import Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.history import AttemptRecord, History, HistoryWriteError
-from exporter.logs.events import EventKind
+from exporter.logs.events import Event, EventKind
 from exporter.logs.reader import LogReader, read_log, read_log_file
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
 from exporter.redact import redact_command
+from exporter.supervisor.flags import read_known_flags, unknown_flags
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.processes import (
     AttemptProcesses,
@@ -37,6 +42,7 @@ from exporter.supervisor.processes import (
     wait_port_free,
 )
 from exporter.supervisor.progress import AttemptProgress, Step
+from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
 from exporter.supervisor.states import ServerState, check_transition
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
 from exporter.telemetry.probes import ProbeCollector, server_url
@@ -108,6 +114,8 @@ class Daemon:
         self._startup_s: float | None = None
         self._log_lines: Counter[bool] = Counter()
         self._hangs = 0
+        self._patches: dict[int, Remedy] = {}  # profile index -> automatic changes so far
+        self._remedies: Counter[str] = Counter()
         self.probes = ProbeCollector(config.policy.health_interval_s)
         self.processes = ProcessCollector(lambda: self.attempt.processes if self.attempt else None)
         self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
@@ -133,7 +141,7 @@ class Daemon:
             )
             return Snapshot(
                 state=self.state,
-                profile=self.config.profiles[attempt.profile_index].name if current else None,
+                profile=self._profile_label(attempt.profile_index) if current else None,
                 profile_index=attempt.profile_index if current else None,
                 attempts_total=self._attempts_total,
                 restarts=dict(self._restarts),
@@ -144,6 +152,7 @@ class Daemon:
                 log_lines=dict(self._log_lines),
                 last_line_time=attempt.last_line_at if attempt and attempt.last_line_at else None,
                 hangs=self._hangs,
+                remedies=dict(self._remedies),
                 probes=self.probes.snapshot(),
                 processes=self.processes.snapshot(),
                 gpus=self.gpus.snapshot(),
@@ -211,25 +220,43 @@ class Daemon:
             self._watch_health(attempt, now)
 
     # --- launching ------------------------------------------------------------------------
+    def _args(self, index: int) -> dict:
+        """A profile's flags, with the automatic remedies applied to it so far."""
+        args = self.config.profile_args(index)
+        patch = self._patches.get(index)
+        return patch.apply(args) if patch else args
+
+    def _command(self, index: int) -> list[str]:
+        sglang = self.config.sglang
+        return [sglang.python, "-m", sglang.module, *render_flags(self._args(index))]
+
+    def _profile_label(self, index: int) -> str:
+        name = self.config.profiles[index].name
+        return f"{name}+auto" if index in self._patches else name
+
     def _launch(self, index: int, reason: str) -> None:
         config = self.config
         number = self.history.next_attempt_id()
-        command = config.command(index)
+        command = self._command(index)
         log_dir = config.paths.log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"attempt-{number:06d}.log"
-        args = config.profile_args(index)
-        self.probes.target(server_url(args))
-        host, port = _host_port(args)
-        if not wait_port_free(host, port, PORT_WAIT_S):
-            log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
+        args = self._args(index)
         # Unbuffered: SGLang SIGKILLs itself on failure, and buffered stdout would die with it.
         env = {"PYTHONUNBUFFERED": "1", **os.environ, **config.sglang.env}
         started = self._clock()
+        rejected = self._unknown_flags(args, env)
+        if rejected:
+            self._not_launched(number, index, command, log_path, started, rejected)
+            return
+        self.probes.target(server_url(args), sglang_metrics=args.get("enable-metrics") is True)
+        host, port = _host_port(args)
+        if not wait_port_free(host, port, PORT_WAIT_S):
+            log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
         try:
             popen = spawn(command, env=env, cwd=config.sglang.workdir, log_path=log_path)
         except SpawnError as error:
-            self._spawn_failed(number, index, command, log_path, started, str(error))
+            self._not_launched(number, index, command, log_path, started, str(error))
             return
         leader = identify(popen.pid) or ProcessIdentity(popen.pid, started)
         attempt = Attempt(
@@ -254,6 +281,7 @@ class Daemon:
                 "log": str(log_path),
                 "processes": [leader.to_json()],
                 "reason": reason,
+                **self._patch_record(index),
             }
         )
         with self._lock:
@@ -263,11 +291,31 @@ class Daemon:
         log.info(
             "attempt %d: launched profile '%s' (%s), log %s",
             number,
-            config.profiles[index].name,
+            self._profile_label(index),
             reason,
             log_path,
         )
         self._follow(attempt, start_at_end=False)
+
+    def _patch_record(self, index: int) -> dict:
+        """The automatic change a launch carries, so a restarted daemon keeps it."""
+        patch = self._patches.get(index)
+        if patch is None:
+            return {}
+        return {"patch": {"set": patch.set, "remove": list(patch.remove), "reason": patch.reason}}
+
+    def _unknown_flags(self, args: dict, env: dict) -> str | None:
+        """Flags this SGLang's --help does not list: a launch would fail after seconds."""
+        sglang = self.config.sglang
+        known = read_known_flags(
+            [sglang.python, "-m", sglang.module], env, self.config.paths.state_dir, sglang.version
+        )
+        rejected = unknown_flags(args, known) if known else []
+        if not rejected:
+            return None
+        flags = ", ".join(f"--{name}" for name in rejected)
+        version = f"SGLang {sglang.version}" if sglang.version else "the installed SGLang"
+        return f"{flags}: not a flag of {version} (checked against its --help before launch)"
 
     def _follow(self, attempt: Attempt, start_at_end: bool) -> None:
         def on_lines(lines: list[str]) -> None:
@@ -290,9 +338,11 @@ class Daemon:
         attempt.tailer = LogTailer(attempt.log_path, on_lines, start_at_end=start_at_end)
         attempt.tailer.start()
 
-    def _spawn_failed(
+    def _not_launched(
         self, number: int, index: int, command: list[str], log_path: Path, at: float, error: str
     ) -> None:
+        """An attempt that never started (bad flags, missing interpreter): recorded all the
+        same, so the policy moves on and the history says why."""
         log.error("attempt %d: could not start SGLang: %s", number, error)
         self._record(
             {
@@ -304,7 +354,8 @@ class Daemon:
                 "command": redact_command(command),
                 "log": str(log_path),
                 "processes": [],
-                "reason": "spawn failed",
+                "reason": "not launched",
+                **self._patch_record(index),
             }
         )
         result = Classification(
@@ -367,8 +418,13 @@ class Daemon:
             return f"health probes failing for {failing:.0f} s (last: {detail})"
         waiting = probes.waiting_requests or attempt.progress.runtime.queued_requests or 0
         silent = now - (attempt.last_line_at or attempt.started_at)
-        if waiting > 0 and silent >= timeout:
-            return f"{waiting} request(s) waiting and no log line for {silent:.0f} s"
+        # With --enable-metrics, a generated-token counter that still moves is progress.
+        moving = probes.generated_changed_at is not None and (
+            now - probes.generated_changed_at < timeout
+        )
+        if waiting > 0 and silent >= timeout and not moving:
+            frozen = " and generated tokens frozen" if probes.generated_tokens is not None else ""
+            return f"{waiting} request(s) waiting, no log line for {silent:.0f} s{frozen}"
         return None
 
     def _cross_check(self, attempt: Attempt, reported: int | None) -> None:
@@ -430,12 +486,13 @@ class Daemon:
         self._wait_gpus_released(attempt)
         if outcome.exit_code is None and not outcome.stalled:
             outcome = replace(outcome, exit_code=attempt.processes.exit_code())
+        events: list[Event] = []
         if stopped_by == "daemon":
             result = Classification(
                 FailureClass.NONE, None, None, None, [], "stopped by the daemon"
             )
         else:
-            result = _classify_file(attempt.log_path, outcome, self.config.sglang.version)
+            result, events = _classify_file(attempt.log_path, outcome, self.config.sglang.version)
         self._conclude(
             attempt.number,
             attempt.profile_index,
@@ -444,6 +501,7 @@ class Daemon:
             result,
             outcome,
             stopped_by,
+            events,
         )
 
     def _wait_gpus_released(self, attempt: Attempt) -> None:
@@ -466,6 +524,7 @@ class Daemon:
         result: Classification,
         outcome: Outcome,
         stopped_by: str | None,
+        events: Sequence[Event] = (),
     ) -> None:
         now = self._clock()
         failed = result.failure_class is not FailureClass.NONE or stopped_by is None
@@ -475,7 +534,7 @@ class Daemon:
             failure_class = FailureClass.OTHER
         decision = None
         if stopped_by is None:
-            decision = self._decide(number, index, started_at, attempt, failure_class, now)
+            decision = self._decide(number, index, started_at, attempt, failure_class, now, events)
         exit_code = outcome.exit_code
         self._record(
             {
@@ -506,6 +565,12 @@ class Daemon:
     def _apply(self, decision: Decision, failure_class: FailureClass, now: float) -> None:
         """Go to backoff toward the decided launch, or give up. Called under the lock."""
         self.last_decision = decision
+        if decision.remedy is not None and decision.profile_index is not None:
+            earlier = self._patches.get(decision.profile_index)
+            self._patches[decision.profile_index] = (
+                earlier.then(decision.remedy) if earlier else decision.remedy
+            )
+            self._remedies[failure_class.value] += 1
         if decision.relaunch:
             self._restarts[failure_class.value] += 1
             self._next_profile = decision.profile_index or 0
@@ -524,6 +589,7 @@ class Daemon:
         attempt: Attempt | None,
         failure_class: FailureClass,
         now: float,
+        events: Sequence[Event] = (),
     ) -> Decision:
         attempts = [a for a in self.history.read().attempts if a.attempt != number]
         attempts.append(
@@ -536,16 +602,66 @@ class Daemon:
                 failure_class=failure_class.value,
             )
         )
+        return self._policy_decision(failure_class, index, attempts, now, events)
+
+    def _policy_decision(
+        self,
+        failure_class: FailureClass,
+        index: int,
+        attempts: Sequence[AttemptRecord],
+        now: float,
+        events: Sequence[Event] = (),
+    ) -> Decision:
+        """The policy's decision, with the automatic remedy it may fall back on."""
         config = self.config
+        remedy = None
+        if config.policy.automatic_remedies and failure_class in REMEDIED:
+            remedy = remedy_for(
+                failure_class,
+                self._args(index),
+                self._plan_for(index, events),
+                config.policy.max_mem_fraction_static,
+            )
         return decide(
             failure_class,
             index,
-            [config.command(i) for i in range(len(config.profiles))],
+            [self._command(i) for i in range(len(config.profiles))],
             [p.name for p in config.profiles],
             config.policy,
             attempts,
             now,
+            remedy,
         )
+
+    def _plan_for(self, index: int, events: Sequence[Event]) -> Plan | None:
+        """SGLang's pool arithmetic for this profile, calibrated from the failed attempt's
+        own log; None when the model's config.json or the device size is not at hand."""
+        args = self._args(index)
+        try:
+            model = json.loads((Path(str(args.get("model-path", ""))) / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if str(args.get("device", "cuda")) == "cpu":  # SGLang's CPU engine sizes from host RAM
+            memory = psutil.virtual_memory().total
+        else:
+            devices = self.gpus.snapshot().devices
+            memory = devices[0].total_bytes if devices else None
+        if memory is None:
+            return None
+        version = self.config.sglang.version or "0.5.9"
+        try:
+            return plan(
+                model,
+                memory,
+                int(args.get("tp-size", 1) or 1),
+                args,
+                version,
+                calibrate(events, version),
+                self.config.policy.max_mem_fraction_static,
+            )
+        except PlanError as error:
+            log.warning("planner: %s", error)
+            return None
 
     # --- daemon life ------------------------------------------------------------------------
     def _resume_from_history(self) -> None:
@@ -559,11 +675,13 @@ class Daemon:
         if last is not None and not last.ended and last.processes:
             leader = ProcessIdentity.from_json(last.processes[0])
             if leader.alive():
+                self._restore_patch(last)
                 self._adopt(last, leader)
                 return
             self._record_lost(last)
         attempts = self.history.read().attempts
         last = attempts[-1] if attempts else None
+        self._restore_patch(last)
         if last is None or not last.failed or last.profile_index is None:
             self._launch(self._first_profile(attempts), "first launch")
             return
@@ -573,21 +691,24 @@ class Daemon:
             failure_class = FailureClass.OTHER
         index = min(last.profile_index, len(self.config.profiles) - 1)
         now = self._clock()
-        config = self.config
-        decision = decide(
-            failure_class,
-            index,
-            [config.command(i) for i in range(len(config.profiles))],
-            [p.name for p in config.profiles],
-            config.policy,
-            attempts,
-            now,
-        )
+        decision = self._policy_decision(failure_class, index, attempts, now)
         log.warning(
             "resuming after attempt %d (%s): %s", last.attempt, last.failure_class, decision.reason
         )
         with self._lock:
             self._apply(decision, failure_class, now)
+
+    def _restore_patch(self, record: AttemptRecord | None) -> None:
+        """The automatic change the last attempt ran with survives a daemon restart."""
+        patch = record.extra.get("patch") if record is not None else None
+        if not isinstance(patch, dict) or record.profile_index is None:
+            return
+        index = min(record.profile_index, len(self.config.profiles) - 1)
+        self._patches[index] = Remedy(
+            dict(patch.get("set") or {}),
+            tuple(patch.get("remove") or ()),
+            str(patch.get("reason") or ""),
+        )
 
     def _first_profile(self, attempts: list[AttemptRecord]) -> int:
         """After a daemon restart, continue the ladder where the last attempt was."""
@@ -633,11 +754,12 @@ class Daemon:
 
     def _record_lost(self, record: AttemptRecord) -> None:
         """The last attempt ended while no daemon watched it: classify it from its log."""
-        result = (
-            _classify_file(Path(record.log), Outcome(), self.config.sglang.version)
-            if record.log and Path(record.log).exists()
-            else Classification(FailureClass.OTHER, None, None, None, [], "log missing")
-        )
+        if record.log and Path(record.log).exists():
+            result, _events = _classify_file(
+                Path(record.log), Outcome(), self.config.sglang.version
+            )
+        else:
+            result = Classification(FailureClass.OTHER, None, None, None, [], "log missing")
         self._record(
             {
                 "type": "end",
@@ -725,7 +847,7 @@ class Daemon:
             detail = self.gave_up_reason
         return status_line(
             self.state.value,
-            self.config.profiles[attempt.profile_index].name if attempt else None,
+            self._profile_label(attempt.profile_index) if attempt else None,
             attempt.number if attempt else None,
             sum(self._failures.values()),
             detail,
@@ -739,13 +861,17 @@ class Daemon:
             log.error("history: %s", error)
 
 
-def _classify_file(path: Path, outcome: Outcome, version: str | None) -> Classification:
+def _classify_file(
+    path: Path, outcome: Outcome, version: str | None
+) -> tuple[Classification, list[Event]]:
+    """The attempt's classification, and its events (the planner calibrates from them)."""
     try:
         text = read_log_file(path)
     except OSError as error:
         text = ""
         log.error("cannot read %s: %s", path, error)
-    return classify(*read_log(text), outcome, version)
+    lines, events = read_log(text)
+    return classify(lines, events, outcome, version), events
 
 
 def _copy_progress(progress: AttemptProgress) -> AttemptProgress:

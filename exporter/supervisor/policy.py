@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from exporter.config import Policy
 from exporter.diagnosis.taxonomy import DETERMINISTIC, FailureClass
 from exporter.history import AttemptRecord, consecutive_failures, recent_failures
+from exporter.supervisor.remedies import Remedy
 
 
 @dataclass(frozen=True)
@@ -19,11 +20,32 @@ class Decision:
     profile_index: int | None  # None when giving up
     delay_s: float
     reason: str  # one sentence a human can act on
+    remedy: Remedy | None = None  # an automatic flag change on top of the profile
 
 
 def may_retry_unchanged(failure_class: FailureClass, policy: Policy) -> bool:
     """A deterministic failure repeats with the same command; the config may say otherwise."""
     return policy.retry.get(failure_class.value, failure_class not in DETERMINISTIC)
+
+
+def _repeated(
+    failure_class: FailureClass,
+    current: int,
+    attempts: Sequence[AttemptRecord],
+    now: float,
+    window_s: float,
+) -> bool:
+    """The attempt before the one that just ended failed the same way on the same profile,
+    recently: a transient class (runtime_oom) that repeats gets its remedy, not a third try."""
+    if len(attempts) < 2:
+        return False
+    before = attempts[-2]
+    return (
+        before.failure_class == failure_class.value
+        and before.profile_index == current
+        and before.ended_at is not None
+        and now - before.ended_at <= window_s
+    )
 
 
 def backoff_delay(failures_in_a_row: int, policy: Policy) -> float:
@@ -39,8 +61,12 @@ def decide(
     policy: Policy,
     attempts: Sequence[AttemptRecord],
     now: float,
+    remedy: Remedy | None = None,
 ) -> Decision:
-    """``commands[i]``/``names[i]`` describe profile i; ``attempts`` include the one that ended."""
+    """``commands[i]``/``names[i]`` describe profile i; ``attempts`` include the one that ended.
+
+    The user's ladder comes first; ``remedy`` (an automatic change the daemon worked out for
+    this failure, when the config allows) only when no later profile changes the command."""
     recent = recent_failures(attempts, now, policy.window_s)
     if len(recent) >= policy.max_attempts:
         return Decision(
@@ -51,7 +77,9 @@ def decide(
             f"{policy.window_s:g} s reached the crash-loop limit ({policy.max_attempts}); "
             "giving up",
         )
-    if may_retry_unchanged(failure_class, policy):
+    if may_retry_unchanged(failure_class, policy) and not (
+        remedy is not None and _repeated(failure_class, current, attempts, now, policy.window_s)
+    ):
         target = current
         how = f"retrying profile '{names[current]}'"
     else:
@@ -63,6 +91,9 @@ def decide(
             ),
             None,
         )
+        if target is None and remedy is not None:
+            delay = backoff_delay(consecutive_failures(attempts, policy.healthy_reset_s), policy)
+            return Decision(True, current, delay, f"{remedy.reason}, in {delay:g} s", remedy)
         if target is None:
             return Decision(
                 False,

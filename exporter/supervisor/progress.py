@@ -95,7 +95,12 @@ class AttemptProgress:
 
     def apply(self, events: Iterable[Event]) -> None:
         for event in events:
-            self._apply(event)
+            kind = event.kind
+            # Batch lines (most of a serving log) mark no step: straight to their numbers.
+            if kind is EventKind.DECODE_BATCH or kind is EventKind.PREFILL_BATCH:
+                self._batch(event)
+            else:
+                self._apply(event)
 
     def _apply(self, event: Event) -> None:
         kind = event.kind
@@ -104,8 +109,6 @@ class AttemptProgress:
             self.step = step
         if kind is EventKind.SERVER_READY:
             self.ready = True
-        elif kind is EventKind.DECODE_BATCH or kind is EventKind.PREFILL_BATCH:
-            self._batch(event)
         elif kind is EventKind.RETRACTION:
             self.runtime.retractions += int(event.get("retracted_requests", 0))
         elif kind is EventKind.SERVER_ARGS:
@@ -141,11 +144,17 @@ class AttemptProgress:
             self.max_running_requests = int(event.get("max_running_requests"))
 
     def _batch(self, event: Event) -> None:
+        # Most lines of a serving log end here: plain lookups, no generic loop.
         runtime = self.runtime
-        for name in ("running_requests", "queued_requests"):
-            if name in event.fields:
-                setattr(runtime, name, int(event.get(name)))
-        if "token_usage" in event.fields:
-            runtime.token_usage = float(event.get("token_usage"))
+        fields = event.fields
+        running = fields.get("running_requests")
+        if running is not None:
+            runtime.running_requests = int(running)
+        queued = fields.get("queued_requests")
+        if queued is not None:
+            runtime.queued_requests = int(queued)
+        usage = fields.get("token_usage")
+        if usage is not None:
+            runtime.token_usage = float(usage)
         if event.kind is EventKind.DECODE_BATCH:
-            runtime.gen_throughput = float(event.get("gen_throughput"))
+            runtime.gen_throughput = float(fields["gen_throughput"])

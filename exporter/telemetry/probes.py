@@ -6,8 +6,10 @@ accepts and never answers cannot stall it; the loop reads the last snapshot.
 
 Probes: ``health`` (``/health``: in both versions a one-token generation through the
 scheduler, 503 after 20 s without detokenizer output), ``server_info`` (the pool values
-SGLang reports, cross-checked against the log) and ``loads`` (``/v1/loads``: running and
-waiting requests, without ``--enable-metrics``).
+SGLang reports, cross-checked against the log), ``loads`` (``/v1/loads``: running and
+waiting requests, without ``--enable-metrics``) and, when SGLang runs with
+``--enable-metrics``, ``sglang_metrics`` (its own ``/metrics``: the queue and the generated
+token counter, whose standstill tells a hang from a quiet log).
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.telemetry.health import CollectorHealth
 
 HEALTH_TIMEOUT_S = 25.0  # SGLang answers 503 itself after SGLANG_HEALTH_CHECK_TIMEOUT (20 s)
 INFO_TIMEOUT_S = 5.0
-PROBES = ("health", "server_info", "loads")
+PROBES = ("health", "server_info", "loads", "sglang_metrics")
 
 
 @dataclass(frozen=True)
@@ -41,22 +44,34 @@ class ProbeSnapshot:
     max_total_num_tokens: int | None = None  # as /server_info reports it
     running_requests: int | None = None  # from /v1/loads
     waiting_requests: int | None = None
+    generated_tokens: float | None = None  # sglang:generation_tokens_total (--enable-metrics)
+    generated_changed_at: float | None = None  # when that counter last moved
     health: CollectorHealth = field(default_factory=lambda: CollectorHealth(False, 0.0, None, None))
 
 
 class ProbeCollector:
-    def __init__(self, interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        interval_s: float = 5.0,
+        health_timeout_s: float = HEALTH_TIMEOUT_S,
+        info_timeout_s: float = INFO_TIMEOUT_S,
+    ) -> None:
         self._interval = interval_s
+        self._health_timeout = health_timeout_s
+        self._info_timeout = info_timeout_s
         self._client = httpx.Client(trust_env=False)
         self._base_url: str | None = None
+        self._sglang_metrics = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._snapshot = ProbeSnapshot()
 
-    def target(self, base_url: str | None) -> None:
-        """Probe this server from now on (None: nothing to probe); forgets the old results."""
+    def target(self, base_url: str | None, sglang_metrics: bool = False) -> None:
+        """Probe this server from now on (None: nothing to probe); forgets the old results.
+        ``sglang_metrics``: SGLang runs with --enable-metrics, so read its /metrics too."""
         self._base_url = base_url.rstrip("/") if base_url else None
+        self._sglang_metrics = sglang_metrics
         self._snapshot = ProbeSnapshot(health=self._snapshot.health)
 
     def request(self) -> None:
@@ -71,10 +86,10 @@ class ProbeCollector:
         if base is None:
             return self._snapshot
         started = time.monotonic()
-        health = self._get(base, "/health", HEALTH_TIMEOUT_S)
+        health = self._get(base, "/health", self._health_timeout)
         results = {"health": health[0]}
-        info = self._get(base, "/server_info", INFO_TIMEOUT_S)
-        loads = self._get(base, "/v1/loads", INFO_TIMEOUT_S)
+        info = self._get(base, "/server_info", self._info_timeout)
+        loads = self._get(base, "/v1/loads", self._info_timeout)
         results["server_info"], results["loads"] = info[0], loads[0]
         now = time.time()
         previous = self._snapshot
@@ -82,6 +97,12 @@ class ProbeCollector:
         if not health[0].ok:
             failing_since = previous.health_failing_since or now
         aggregate = (loads[1] or {}).get("aggregate", {})
+        generated, changed_at = None, previous.generated_changed_at
+        if self._sglang_metrics:
+            started_metrics = time.monotonic()
+            results["sglang_metrics"], generated = self._sglang_counters(base, started_metrics)
+            if generated is not None and generated != previous.generated_tokens:
+                changed_at = now
         snapshot = ProbeSnapshot(
             taken_at=now,
             results=results,
@@ -89,6 +110,8 @@ class ProbeCollector:
             max_total_num_tokens=_int((info[1] or {}).get("max_total_num_tokens")),
             running_requests=_int(aggregate.get("total_running_reqs")),
             waiting_requests=_int(aggregate.get("total_waiting_reqs")),
+            generated_tokens=generated,
+            generated_changed_at=changed_at,
             health=CollectorHealth(True, time.monotonic() - started, now, None),
         )
         if self._base_url == base:  # not retargeted meanwhile
@@ -110,6 +133,23 @@ class ProbeCollector:
                 return ProbeResult(False, 200, elapsed, "invalid JSON"), None
         return ProbeResult(response.status_code == 200, response.status_code, elapsed), payload
 
+    def _sglang_counters(self, base: str, started: float) -> tuple[ProbeResult, float | None]:
+        """SGLang's own /metrics: the generated-token counter, summed over its label sets."""
+        try:
+            response = self._client.get(base + "/metrics", timeout=self._info_timeout)
+            families = list(text_string_to_metric_families(response.text))
+        except (httpx.HTTPError, ValueError) as error:
+            return ProbeResult(False, None, time.monotonic() - started, type(error).__name__), None
+        elapsed = time.monotonic() - started
+        generated = [
+            sample.value
+            for family in families
+            for sample in family.samples
+            if sample.name == "sglang:generation_tokens_total"
+        ]
+        ok = response.status_code == 200 and bool(generated)
+        return ProbeResult(ok, response.status_code, elapsed), (sum(generated) if ok else None)
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sentinel-probes", daemon=True)
         self._thread.start()
@@ -118,7 +158,7 @@ class ProbeCollector:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=HEALTH_TIMEOUT_S + 5)
+            self._thread.join(timeout=self._health_timeout + 2 * self._info_timeout + 5)
         self._client.close()
 
     def _run(self) -> None:

@@ -22,6 +22,14 @@ from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.states import ServerState
 
 
+def pytest_collection_modifyitems(items) -> None:
+    """Everything here runs the real SGLang: `-m "not sglang"` gives the quick suite."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.sglang)
+
+
 @pytest.fixture(scope="session")
 def runtime() -> SGLangRuntime:
     return ensure_sglang(cache_dir=default_cache_dir(), progress=lambda line: print(line))
@@ -110,14 +118,15 @@ def write_config(
 class RunningDaemon:
     """A Daemon in a thread with its /metrics served, as `sglang-sentinel run` would run it."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, start: bool = True) -> None:
         self.daemon = Daemon(config)
         self.config = config
         listen = config.metrics
         self.server, _ = metrics.serve(listen.host, listen.port, self.daemon.snapshot)
         self.url = f"http://{listen.address}/metrics"
         self.thread = threading.Thread(target=self.daemon.run, daemon=True)
-        self.thread.start()
+        if start:
+            self.thread.start()
 
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -154,8 +163,8 @@ class RunningDaemon:
 def supervise(tmp_path) -> Iterator[Callable[[Config], RunningDaemon]]:
     started: list[RunningDaemon] = []
 
-    def start(config: Config) -> RunningDaemon:
-        running = RunningDaemon(config)
+    def start(config: Config, run: bool = True) -> RunningDaemon:
+        running = RunningDaemon(config, start=run)
         started.append(running)
         return running
 

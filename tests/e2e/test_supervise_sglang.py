@@ -150,8 +150,9 @@ def test_port_collision_is_port_in_use_not_the_warmup_failure(tmp_path, runtime,
 
 
 def test_invalid_flag_is_not_retried_unchanged(tmp_path, runtime, models, supervise):
-    """Breaks: a flag SGLang does not know. Must hold: invalid_argument, no second launch
-    of the same command (the second profile changes nothing), gave_up with the reason."""
+    """Breaks: a flag SGLang does not know. Must hold: invalid_argument, caught against the
+    installed SGLang's real --help before any launch, no second launch of the same command
+    (the second profile changes nothing), gave_up with the reason."""
     config = write_config(
         tmp_path,
         runtime,
@@ -163,12 +164,37 @@ def test_invalid_flag_is_not_retried_unchanged(tmp_path, runtime, models, superv
     running.wait_state(ServerState.GAVE_UP, timeout_s=120)
     (attempt,) = attempts(config)
     assert attempt.failure_class == "invalid_argument"
-    assert attempt.exit_code == 2
-    assert (
-        attempt.root_cause_line
-        == "launch_server.py: error: unrecognized arguments: --sentinel-no-such-flag"
-    )
+    assert attempt.processes == [] and attempt.exit_code is None  # never launched
+    assert attempt.root_cause_line.startswith("--sentinel-no-such-flag: not a flag of SGLang 0.5.9")
     assert "no later profile changes it" in running.daemon.gave_up_reason
+    running.stop()
+
+
+def test_pool_oom_without_a_ladder_is_fixed_by_the_calibrated_planner(
+    tmp_path, runtime, models, supervise
+):
+    """Breaks: a static budget too small for the weights, and no fallback profile at all.
+    Must hold: the automatic remedy computes a fraction from the failed attempt's own log
+    lines (bounded by max_mem_fraction_static), and the second attempt serves with it."""
+    config = write_config(
+        tmp_path,
+        runtime,
+        models["large"],
+        args={"mem-fraction-static": 0.005},
+        policy={"max_mem_fraction_static": 0.9},
+    )
+    running = supervise(config)
+    running.wait_state(ServerState.READY, timeout_s=400)
+    first, second = attempts(config)
+    assert first.failure_class == "pool_init_oom"
+    assert "relaunching with --mem-fraction-static" in first.decision
+    assert "planner:" in first.decision
+    fraction = float(second.command[second.command.index("--mem-fraction-static") + 1])
+    assert 0.005 < fraction <= 0.9
+    assert second.extra["patch"]["set"] == {"mem-fraction-static": fraction}
+    samples = running.scrape()
+    assert samples[("sglang_sentinel_profile_info", (("profile", "default+auto"),))] == 1
+    assert samples[("sglang_sentinel_automatic_remedies_total", (("class", "pool_init_oom"),))] == 1
     running.stop()
     assert_all_gone(set(leaders(config)))
 
