@@ -54,7 +54,7 @@ def _round(value: float | None) -> float | None:
         return value
     if value == 0 or not math.isfinite(value):
         return value
-    digits = max(0, 3 - int(math.floor(math.log10(abs(value)))))
+    digits = max(0, 3 - math.floor(math.log10(abs(value))))
     return round(value, digits)
 
 
@@ -131,6 +131,8 @@ class Child:
 
 def start(command: Sequence[str], name: str, **kwargs) -> Child:
     kwargs.setdefault("stdin", subprocess.DEVNULL)
+    kwargs.setdefault("stdout", subprocess.DEVNULL)  # stdout is for the JSON lines only
+    kwargs.setdefault("stderr", subprocess.DEVNULL)
     kwargs.setdefault("cwd", REPO)
     popen = subprocess.Popen(list(command), **kwargs)
     return Child(popen, name)
@@ -167,6 +169,22 @@ def cpu_seconds(pid: int, children: bool = False) -> float:
             except psutil.Error:
                 pass
     return total
+
+
+def cpu_seconds_precise(pid: int) -> float:
+    """On-CPU time of a process's live threads in nanosecond resolution (/proc schedstat).
+
+    Unlike /proc/PID/stat (10 ms ticks) this resolves idle processes in a minute; it misses
+    threads that exited meanwhile, so use it only where none come and go (no requests).
+    """
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as handle:
+                total += int(handle.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total / 1e9
 
 
 def rss_bytes(pid: int) -> int:

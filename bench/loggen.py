@@ -110,7 +110,9 @@ def _startup(t: int, truth: Truth) -> list[str]:
     each("Memory pool end. avail mem=2.57 GB")
     each("Capture draft cuda graph begin. This can take up to several minutes. avail mem=4.93 GB")
     t += 8
-    each("Capture draft cuda graph end. Time elapsed: 8.31 s. mem usage=0.21 GB. avail mem=4.72 GB.")
+    each(
+        "Capture draft cuda graph end. Time elapsed: 8.31 s. mem usage=0.21 GB. avail mem=4.72 GB."
+    )
     out.append(
         f"[{_ts(t)} TP0] max_total_num_tokens=373672, chunked_prefill_size=4096, "
         "max_prefill_tokens=16384, max_running_requests=8, context_len=32768, "

@@ -1,16 +1,26 @@
-"""Keep secrets passed as flags (API keys, tokens) out of history, logs and metrics."""
+"""Keep secrets passed as flags or environment (API keys, tokens) out of history, logs and
+metrics. A flag or variable is secret when one of its dash- or underscore-separated words
+is key, token, secret, password, passwd or credential(s): ``--api-key``, ``HF_TOKEN``, but
+not ``--max-total-tokens`` or ``--tokenizer-path``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-_SECRET_FLAG = re.compile(r"^--[\w-]*(?:key|token|secret|password|passwd|credential)[\w-]*$", re.I)
+_SECRET_WORD = re.compile(
+    r"(?:^|[-_])(?:key|token|secret|password|passwd|credentials?)(?:[-_]|$)", re.I
+)
 MASK = "***"
+MIN_SECRET_CHARS = 4  # shorter values would mask ordinary text everywhere
+
+
+def is_secret_name(name: str) -> bool:
+    return _SECRET_WORD.search(name.lstrip("-")) is not None
 
 
 def redact_command(argv: Sequence[str]) -> list[str]:
-    """argv with the value after every secret-looking flag (or after ``=``) masked."""
+    """argv with the value after every secret flag (or after its ``=``) masked."""
     out: list[str] = []
     mask_next = False
     for arg in argv:
@@ -20,7 +30,7 @@ def redact_command(argv: Sequence[str]) -> list[str]:
             continue
         mask_next = False
         name, sep, _value = arg.partition("=")
-        if _SECRET_FLAG.match(name):
+        if name.startswith("--") and is_secret_name(name):
             if sep:
                 out.append(f"{name}={MASK}")
             else:
@@ -29,3 +39,23 @@ def redact_command(argv: Sequence[str]) -> list[str]:
             continue
         out.append(arg)
     return out
+
+
+def secret_values(args: Mapping[str, object], env: Mapping[str, str]) -> frozenset[str]:
+    """The values of the secret flags and variables a launch carries."""
+    pairs: Iterable[tuple[str, object]] = [*args.items(), *env.items()]
+    return frozenset(
+        str(value)
+        for name, value in pairs
+        if is_secret_name(name) and len(str(value)) >= MIN_SECRET_CHARS
+    )
+
+
+def mask_text(text: str | None, secrets: Iterable[str]) -> str | None:
+    """``text`` with every secret value masked: SGLang echoes its arguments in its log
+    (``server_args=ServerArgs(..., api_key='...')``), and that line can be a root cause."""
+    if text is None:
+        return None
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ from exporter import metrics
 from exporter.config import Config, load_config
 from exporter.history import History
 from exporter.notify import Notifier
+from exporter.redact import redact_command
 from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.processes import ProcessIdentity
 from exporter.supervisor.states import ServerState
@@ -284,7 +286,9 @@ class Running:
     def __init__(self, config: Config, notifier: Notifier | None = None) -> None:
         self.config = config
         self.daemon = Daemon(config, notifier=notifier)
-        self.server, _ = metrics.serve(config.metrics.host, config.metrics.port, self.daemon.snapshot)
+        self.server, _ = metrics.serve(
+            config.metrics.host, config.metrics.port, self.daemon.snapshot
+        )
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -299,7 +303,9 @@ class Running:
             self.error = error
             raise
 
-    def wait(self, predicate: Callable[[], object], what: str, timeout_s: float = TIMEOUT_S) -> None:
+    def wait(
+        self, predicate: Callable[[], object], what: str, timeout_s: float = TIMEOUT_S
+    ) -> None:
         def check() -> object:
             if not self.thread.is_alive():
                 raise AssertionError(f"the daemon's loop ended: {self.error!r}")
@@ -345,7 +351,7 @@ def supervise() -> Iterator[Callable[..., Running]]:
 
 @pytest.mark.parametrize("kind", ["rename_create", "copytruncate", "delete_recreate"])
 def test_log_rotation_under_load_counts_every_line_once(tmp_path, launchers, supervise, kind):
-    """Breaks: the live attempt's log is rotated 5 times ({kind}) while bursts of 500
+    """Breaks: the live attempt's log is rotated 5 times (each kind in turn) while bursts of 500
     numbered lines are appended to it. Must survive: sglang_sentinel_log_lines_total counts
     every line exactly once, on /metrics while the attempt runs and after the daemon stopped
     it; the tailer saw every rotation.
@@ -388,9 +394,14 @@ def test_log_rotation_under_load_counts_every_line_once(tmp_path, launchers, sup
     assert not thread.is_alive() and not errors, errors
     wait_for(lambda: running.lines_counted() >= writer.next, "every line counted")
     exposed = samples(scrape(config.metrics.address))
-    assert sum(
-        value for (name, _), value in exposed.items() if name == "sglang_sentinel_log_lines_total"
-    ) == writer.next
+    assert (
+        sum(
+            value
+            for (name, _), value in exposed.items()
+            if name == "sglang_sentinel_log_lines_total"
+        )
+        == writer.next
+    )
     stats = attempt.tailer.stats
     assert (stats.truncations if kind == "copytruncate" else stats.rotations) == ROTATIONS
     running.stop()
@@ -453,9 +464,7 @@ def test_unwritable_log_directory_fails_the_attempt_with_a_reason(tmp_path, laun
     that names the log and the error, the daemon gives up (the same command cannot work), keeps
     serving /metrics, and SIGTERM then ends it with status 0."""
     (tmp_path / "blocker").write_text("a regular file, not a directory\n")
-    path = write_config(
-        tmp_path, {"sleep": 5.0}, log_dir="blocker/logs", registry=launchers.path
-    )
+    path = write_config(tmp_path, {"sleep": 5.0}, log_dir="blocker/logs", registry=launchers.path)
     config = load_config(path)
     daemon = daemons.start(path)
     wait_for(
@@ -529,7 +538,10 @@ class FullDisk:
     def close(self) -> None:
         if self.kind == "tmpfs":
             for options in ([], ["-l"]):
-                if subprocess.run(["umount", *options, str(self.root)], check=False).returncode == 0:
+                if (
+                    subprocess.run(["umount", *options, str(self.root)], check=False).returncode
+                    == 0
+                ):
                     break
 
 
@@ -548,9 +560,10 @@ class _FailingOs:
         return os.write(fd, data)
 
 
-@pytest.fixture
-def full_disk(tmp_path: Path, monkeypatch) -> Iterator[FullDisk]:
-    disk = FullDisk(tmp_path / "statefs", monkeypatch)
+@pytest.fixture(params=["tmpfs", "monkeypatch"])
+def full_disk(request, tmp_path: Path, monkeypatch) -> Iterator[FullDisk]:
+    """Both kinds where a tmpfs can be mounted; ENOSPC from os.write twice elsewhere."""
+    disk = FullDisk(tmp_path / "statefs", monkeypatch, allow_tmpfs=request.param == "tmpfs")
     yield disk
     disk.close()
 
@@ -712,9 +725,7 @@ def test_probe_of_an_endpoint_that_never_answers_times_out(silent_servers):
     assert len(silent.accepted) >= 3
 
 
-def test_daemon_keeps_ticking_while_its_probes_hang(
-    tmp_path, launchers, supervise, silent_servers
-):
+def test_daemon_keeps_ticking_while_its_probes_hang(tmp_path, launchers, supervise, silent_servers):
     """Breaks: the server's log says ready, but its port accepts and never answers.
     Must survive: the probes time out in their own thread while the main loop keeps ticking
     and /metrics keeps answering; the daemon never calls the server ready, ends it at the
@@ -877,11 +888,38 @@ def test_metrics_listen_only_on_the_configured_address(tmp_path, launchers, daem
     assert not launchers.members()
 
 
+UNPRIVILEGED = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def runs_unprivileged(python: str, code: str) -> bool:
+    """Whether uid 65534 can execute ``python`` as the daemon would: execve from a process
+    already running as that user (setpriv itself may exec what its user could not)."""
+    done = subprocess.run(
+        [*UNPRIVILEGED, "/bin/sh", "-c", 'exec "$0" -c "$1"', python, code],
+        cwd="/",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    return done.returncode == 0
+
+
 def test_daemon_runs_unprivileged(launchers, daemons):
     """Breaks: the daemon runs as nobody (setpriv --reuid=65534 --regid=65534
-    --clear-groups) in world-writable directories. Must survive: it launches the server (as
-    nobody too), records the attempt, serves /metrics, and SIGTERM stops everything with
-    status 0. (When the tests themselves run without root, the daemon runs as is.)"""
+    --clear-groups) in world-writable directories, supervising a program that needs no
+    privilege. Must survive: it launches the program (as nobody too), records the attempt
+    in its history (owned by nobody), serves /metrics, and SIGTERM stops everything with
+    status 0. When the tests themselves run without root, the daemon runs as is."""
+    root = os.geteuid() == 0
+    prefix = UNPRIVILEGED if root else []
+    # The launched interpreter must be one nobody may execute (a venv under /root is not).
+    candidates = [sys.executable, "/usr/bin/python3", shutil.which("python3") or ""]
+    python = next(
+        (c for c in candidates if c and (not root or runs_unprivileged(c, "import argparse"))),
+        None,
+    )
+    assert python, f"no Python that uid 65534 may run among {candidates}"
     base = Path(tempfile.mkdtemp(prefix="sentinel-unprivileged-", dir="/tmp"))
     try:
         os.chmod(base, 0o777)
@@ -889,15 +927,14 @@ def test_daemon_runs_unprivileged(launchers, daemons):
         launchers.path = registry.path  # the fixture's teardown reaps these too
         report = base / "report.json"
         path = write_config(base, {"sleep": 300.0, "report": str(report)}, registry=registry.path)
+        path.write_text(path.read_text().replace(toml(sys.executable), toml(python), 1))
         config = load_config(path)
-        root = os.geteuid() == 0
-        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if root else []
         daemon = daemons.start(path, prefix=prefix)
         try:
             wait_for(lambda: report.exists() and attempts(config), "the launch, recorded")
+            wait_for(lambda: state_of(config.metrics.address) == "starting", "/metrics")
         except AssertionError as error:
             raise AssertionError(f"{error}; the daemon said:\n{daemon.stderr()[-3000:]}") from None
-        wait_for(lambda: state_of(config.metrics.address) == "starting", "/metrics")
         expected = 65534 if root else os.geteuid()
         assert psutil.Process(daemon.popen.pid).uids().effective == expected
         assert json.loads(report.read_text())["uid"] == expected
@@ -938,8 +975,14 @@ def test_secrets_stay_out_of_metrics_history_and_the_daemon_log(tmp_path, launch
         launchers,
         {"report": str(report), "sleep": 300.0},
         profiles=[
-            {"name": "crashing", "set": {"line": ["RuntimeError: boom"], "sleep": 0.3, "exit-code": 1}},
-            {"name": "steady", "set": {"line": ["[2026-01-01 10:00:00] Init torch distributed begin."]}},
+            {
+                "name": "crashing",
+                "set": {"line": ["RuntimeError: boom"], "sleep": 0.3, "exit-code": 1},
+            },
+            {
+                "name": "steady",
+                "set": {"line": ["[2026-01-01 10:00:00] Init torch distributed begin."]},
+            },
         ],
         policy={"max_attempts": 5},
     )
@@ -967,12 +1010,11 @@ def test_secret_echoed_by_sglang_stays_out_of_the_history(tmp_path, launchers, d
     the server is SIGKILLed (the OOM killer during its imports), so it becomes the root-cause
     line. Must survive: the configured secret stays out of the history and the daemon's log
     (the README: secrets "are masked in the history and the daemon's log")."""
-    echo = (
-        "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='/models/x', "
-        f"api_key='{SECRET_KEY}', admin_api_key=None, port=30000)"
-    )
     path = secrets_config(
-        tmp_path, launchers, {"line": [echo], "kill-self": True}, policy={"max_attempts": 1}
+        tmp_path,
+        launchers,
+        {"echo-server-args": True, "kill-self": True},
+        policy={"max_attempts": 1},
     )
     config = load_config(path)
     daemon = daemons.start(path, log_level="DEBUG")
@@ -984,9 +1026,34 @@ def test_secret_echoed_by_sglang_stays_out_of_the_history(tmp_path, launchers, d
     assert_no_secret("the daemon's log", daemon.stderr())
 
 
-def _sha256(value: str) -> str:
-    import hashlib
+def test_masking_keeps_the_flags_that_are_not_secrets():
+    """Breaks: nothing; the other side of masking secrets. Must survive: flags whose names
+    merely contain "token" or "key" as part of another word keep their values in what the
+    history and the daemon's log show (--max-total-tokens is the number an operator reads
+    to understand a pool OOM; --tokenizer-path a path), while real secrets are masked."""
+    argv = [
+        "python", "-m", "sglang.launch_server",
+        "--max-total-tokens", "4096",
+        "--max-prefill-tokens", "16384",
+        "--speculative-num-draft-tokens", "4",
+        "--tokenizer-path", "/models/tok",
+        "--api-key", SECRET_KEY,
+        "--admin-api-key=" + SECRET_KEY,
+        "--hf-token", SECRET_TOKEN,
+    ]  # fmt: skip
+    assert redact_command(argv) == [
+        "python", "-m", "sglang.launch_server",
+        "--max-total-tokens", "4096",
+        "--max-prefill-tokens", "16384",
+        "--speculative-num-draft-tokens", "4",
+        "--tokenizer-path", "/models/tok",
+        "--api-key", "***",
+        "--admin-api-key=***",
+        "--hf-token", "***",
+    ]  # fmt: skip
 
+
+def _sha256(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from exporter.config import Policy
 from exporter.diagnosis.planner import calibrate, plan
+from exporter.diagnosis.taxonomy import DETERMINISTIC
 from exporter.diagnosis.taxonomy import FailureClass as C
 from exporter.history import AttemptRecord
 from exporter.logs.reader import read_log
@@ -132,3 +135,26 @@ def test_a_transient_class_is_retried_once_then_remedied():
     ]
     twice = decide(C.RUNTIME_OOM, 0, [["a"]], ["only"], POLICY, again, 40.0, remedy)
     assert twice.remedy is remedy
+
+
+@pytest.mark.parametrize("failure_class", [c for c in C if c is not C.NONE])
+def test_policy_for_every_class(failure_class):
+    """Transient classes retry the same profile; deterministic ones move down the ladder;
+    at its end only the classes a flag can fix get an automatic remedy."""
+    commands, names = [["a"], ["b"]], ["first", "second"]
+    first = decide(failure_class, 0, commands, names, POLICY, [], 0.0)
+    if failure_class in DETERMINISTIC:
+        assert (first.relaunch, first.profile_index) == (True, 1)
+        assert "falling back from profile 'first' to 'second'" in first.reason
+    else:
+        assert (first.relaunch, first.profile_index) == (True, 0)
+        assert "retrying profile 'first'" in first.reason
+    remedy = remedy_for(
+        failure_class, {"mem-fraction-static": 0.9, "chunked-prefill-size": 2048}, None, 0.95
+    )
+    assert (remedy is not None) == (failure_class in {C.CUDA_GRAPH_OOM, C.RUNTIME_OOM})
+    end = decide(failure_class, 1, commands, names, POLICY, [], 0.0, remedy)
+    if failure_class in DETERMINISTIC:
+        assert end.relaunch == (remedy is not None)
+        assert end.remedy is remedy
+    assert failure_class.value in end.reason

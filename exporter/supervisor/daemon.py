@@ -29,7 +29,7 @@ from exporter.logs.reader import LogReader, read_log, read_log_file
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
-from exporter.redact import redact_command
+from exporter.redact import mask_text, redact_command, secret_values
 from exporter.supervisor.flags import read_known_flags, unknown_flags
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.processes import (
@@ -61,6 +61,7 @@ SGLANG_TITLE = "sglang::"
 # Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
 # and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
 DOOMED_BY = frozenset({EventKind.BIND_FAILED})
+ATTEMPT_MARKER = "SGLANG_SENTINEL_ATTEMPT"  # in each launch's environment: "<state_dir>:<id>"
 
 
 @dataclass
@@ -115,6 +116,7 @@ class Daemon:
         self._log_lines: Counter[bool] = Counter()
         self._hangs = 0
         self._patches: dict[int, Remedy] = {}  # profile index -> automatic changes so far
+        self._last_id = 0
         self._remedies: Counter[str] = Counter()
         self.probes = ProbeCollector(config.policy.health_interval_s)
         self.processes = ProcessCollector(lambda: self.attempt.processes if self.attempt else None)
@@ -234,25 +236,47 @@ class Daemon:
         name = self.config.profiles[index].name
         return f"{name}+auto" if index in self._patches else name
 
+    def _next_attempt_id(self) -> int:
+        """Never reused: not while the history cannot be written (the ids in memory), nor
+        after a start record was cut by kill -9 (the log files already named)."""
+        logged = [
+            int(path.stem.split("-")[1])
+            for path in self.config.paths.log_dir.glob("attempt-*.log")
+            if path.stem.split("-")[1].isdigit()
+        ]
+        number = max(self.history.next_attempt_id(), self._last_id + 1, max(logged, default=0) + 1)
+        self._last_id = number
+        return number
+
     def _launch(self, index: int, reason: str) -> None:
         config = self.config
-        number = self.history.next_attempt_id()
+        number = self._next_attempt_id()
         command = self._command(index)
         log_dir = config.paths.log_dir
-        log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"attempt-{number:06d}.log"
         args = self._args(index)
         # Unbuffered: SGLang SIGKILLs itself on failure, and buffered stdout would die with it.
-        env = {"PYTHONUNBUFFERED": "1", **os.environ, **config.sglang.env}
-        started = self._clock()
+        # The marker lets a restarted daemon find a launch it could not record (kill -9).
+        env = {
+            "PYTHONUNBUFFERED": "1",
+            **os.environ,
+            **config.sglang.env,
+            ATTEMPT_MARKER: f"{config.paths.state_dir}:{number}",
+        }
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            self._not_launched(number, index, command, log_path, self._clock(), str(error))
+            return
         rejected = self._unknown_flags(args, env)
         if rejected:
-            self._not_launched(number, index, command, log_path, started, rejected)
+            self._not_launched(number, index, command, log_path, self._clock(), rejected)
             return
         self.probes.target(server_url(args), sglang_metrics=args.get("enable-metrics") is True)
         host, port = _host_port(args)
         if not wait_port_free(host, port, PORT_WAIT_S):
             log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
+        started = self._clock()
         try:
             popen = spawn(command, env=env, cwd=config.sglang.workdir, log_path=log_path)
         except SpawnError as error:
@@ -377,6 +401,10 @@ class Daemon:
         attempt.probe_seen = probes.taken_at
         health = probes.results.get("health")
         healthy = health is not None and health.ok
+        if not healthy and self.state is ServerState.STARTING:
+            # The log says ready but /health is not yet 200 (warmup racing the probe):
+            # ask again at the next tick rather than after a whole health interval.
+            self.probes.request()
         with self._lock:
             if healthy and self.state is not ServerState.READY:
                 first = self.state is ServerState.STARTING
@@ -504,6 +532,19 @@ class Daemon:
             events,
         )
 
+    def _masked(self, result: Classification, index: int) -> Classification:
+        """SGLang echoes its arguments into its log; a secret among them must not reach
+        the history or the daemon's log through a root-cause line or a diagnosis."""
+        secrets = secret_values(self._args(index), self.config.sglang.env)
+        if not secrets:
+            return result
+        return replace(
+            result,
+            root_cause_line=mask_text(result.root_cause_line, secrets),
+            diagnosis=mask_text(result.diagnosis, secrets) or "",
+            evidence=[mask_text(line, secrets) or "" for line in result.evidence],
+        )
+
     def _wait_gpus_released(self, attempt: Attempt) -> None:
         """A relaunch must not race a dying server for device memory (bounded wait)."""
         pids = {member.pid for member in attempt.processes.known}
@@ -527,6 +568,7 @@ class Daemon:
         events: Sequence[Event] = (),
     ) -> None:
         now = self._clock()
+        result = self._masked(result, index)
         failed = result.failure_class is not FailureClass.NONE or stopped_by is None
         failure_class = result.failure_class
         if failed and failure_class is FailureClass.NONE:
@@ -671,6 +713,7 @@ class Daemon:
         read = self.history.read()
         for warning in read.warnings:
             log.warning("history: %s", warning)
+        self._stop_untracked(read.attempts)
         last = read.attempts[-1] if read.attempts else None
         if last is not None and not last.ended and last.processes:
             leader = ProcessIdentity.from_json(last.processes[0])
@@ -698,6 +741,25 @@ class Daemon:
         with self._lock:
             self._apply(decision, failure_class, now)
 
+    def _stop_untracked(self, attempts: Sequence[AttemptRecord]) -> None:
+        """A daemon killed between spawning SGLang and recording it left a launch nobody
+        tracks: find it by the marker in its environment and stop it, identity-checked."""
+        tracked = {
+            ProcessIdentity.from_json(p).pid for a in attempts if not a.ended for p in a.processes
+        }
+        prefix = f"{self.config.paths.state_dir}:"
+        for proc in psutil.process_iter(["pid", "environ"]):
+            marker = (proc.info.get("environ") or {}).get(ATTEMPT_MARKER, "")
+            pid = proc.info["pid"]
+            if not marker.startswith(prefix) or pid in tracked or _session_of(pid) != pid:
+                continue
+            leader = identify(pid)
+            if leader is None:
+                continue
+            self._last_id = max(self._last_id, _int_or_zero(marker[len(prefix) :]))
+            log.warning("stopping an unrecorded launch (%s, pid %d)", marker, pid)
+            AttemptProcesses(leader).stop(self.config.policy.stop_grace_s)
+
     def _restore_patch(self, record: AttemptRecord | None) -> None:
         """The automatic change the last attempt ran with survives a daemon restart."""
         patch = record.extra.get("patch") if record is not None else None
@@ -719,9 +781,6 @@ class Daemon:
     def _adopt(self, record: AttemptRecord, leader: ProcessIdentity) -> None:
         index = min(record.profile_index or 0, len(self.config.profiles) - 1)
         log_path = Path(record.log) if record.log else None
-        progress = AttemptProgress()
-        if log_path is not None and log_path.exists():
-            progress.apply(read_log(read_log_file(log_path), self.config.sglang.version)[1])
         attempt = Attempt(
             number=record.attempt,
             profile_index=index,
@@ -729,18 +788,31 @@ class Daemon:
             log_path=log_path or self.config.paths.log_dir / f"attempt-{record.attempt:06d}.log",
             started_at=record.started_at or self._clock(),
             processes=AttemptProcesses(leader),
-            progress=progress,
+            progress=AttemptProgress(),
             reader=LogReader(self.config.sglang.version, keep_lines=False),
             ready_at=record.ready_at,
         )
-        self.probes.target(server_url(self.config.profile_args(index)))
+        self._last_id = max(self._last_id, record.attempt)
+        # Follow from the end first, then replay what was written before: nothing written
+        # meanwhile is lost (a line read twice changes nothing: pool sizes keep their first).
+        self._follow(attempt, start_at_end=True)
+        if attempt.log_path.exists():
+            replayed = read_log(read_log_file(attempt.log_path), self.config.sglang.version)[1]
+            with self._lock:
+                attempt.progress.apply(replayed)
+                if attempt.progress.ready and attempt.log_ready_at is None:
+                    attempt.log_ready_at = self._clock()
+        # Had it said it was ready before this daemon came? A ready line that arrives while
+        # the probe below runs is a server becoming ready, not one gone bad.
+        was_ready = attempt.progress.ready
+        self.probes.target(server_url(self._args(index)))
         health = self.probes.collect().results.get("health")
         healthy = health is not None and health.ok
         with self._lock:
             self.attempt = attempt
             self._attempts_total += 1
             self._set_state(ServerState.READY if healthy else ServerState.STARTING)
-        if not healthy and progress.ready:
+        if not healthy and was_ready:
             log.warning("attempt %d: adopted server is not healthy; replacing it", record.attempt)
             self._end(Outcome(), stopped_by="daemon")
             with self._lock:
@@ -749,8 +821,19 @@ class Daemon:
             return
         log.info("attempt %d: adopted the running server (pid %d)", record.attempt, leader.pid)
         if healthy and attempt.ready_at is None:
-            attempt.ready_at = self._clock()
-        self._follow(attempt, start_at_end=True)
+            # It became ready while no daemon watched: record it, or healthy_reset_s and
+            # served_s would count from this adoption.
+            now = self._clock()
+            attempt.ready_at = now
+            self._startup_s = now - attempt.started_at
+            self._record(
+                {
+                    "type": "ready",
+                    "attempt": attempt.number,
+                    "time": now,
+                    "startup_s": self._startup_s,
+                }
+            )
 
     def _record_lost(self, record: AttemptRecord) -> None:
         """The last attempt ended while no daemon watched it: classify it from its log."""
@@ -760,6 +843,7 @@ class Daemon:
             )
         else:
             result = Classification(FailureClass.OTHER, None, None, None, [], "log missing")
+        result = self._masked(result, min(record.profile_index or 0, len(self.config.profiles) - 1))
         self._record(
             {
                 "type": "end",
@@ -872,6 +956,17 @@ def _classify_file(
         log.error("cannot read %s: %s", path, error)
     lines, events = read_log(text)
     return classify(lines, events, outcome, version), events
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+def _int_or_zero(text: str) -> int:
+    return int(text) if text.isdigit() else 0
 
 
 def _copy_progress(progress: AttemptProgress) -> AttemptProgress:

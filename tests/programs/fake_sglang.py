@@ -1,9 +1,10 @@
 """A stand-in SGLang launcher for tests/test_reliability.py: prints log lines, optionally
 answers SGLang's HTTP probes, forks children titled like SGLang's, and exits when told.
 
-Unlike tests/programs/scripted.py it takes --host/--port and ignores flags it does not
-know (``--api-key ...``), so a config can carry SGLang's own flags. Everything it starts
-lives at most LIFETIME_S, so even a leak found by a failing test ends by itself.
+Unlike tests/programs/scripted.py it takes SGLang's --host, --port and --api-key (the
+daemon checks a config's flags against the program's --help before a launch). It needs
+the standard library only. Everything it starts lives at most LIFETIME_S, so even a leak
+found by a failing test ends by itself.
 
 With FAKE_SGLANG_REGISTRY set, it appends ``pid create_time`` of itself to that file at
 start: the tests find every launcher a daemon started, recorded in the history or not.
@@ -24,8 +25,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
 LIFETIME_S = 300.0
 READY_LINE = "[2026-01-01 10:00:05] The server is fired up and ready to roll!"
 
@@ -41,6 +40,17 @@ while time.monotonic() < deadline:
 
 def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def create_time() -> float:
+    """This process's start time as psutil computes it (its identity in the daemon), with
+    the standard library only: an unprivileged test runs this under the system Python."""
+    with open("/proc/self/stat", "rb") as handle:
+        data = handle.read()
+    ticks = float(data[data.rfind(b")") + 2 :].split()[19])
+    with open("/proc/stat", "rb") as handle:
+        boot = next(float(line.split()[1]) for line in handle if line.startswith(b"btime"))
+    return ticks / os.sysconf("SC_CLK_TCK") + boot
 
 
 def digest(value: str | None) -> str | None:
@@ -77,13 +87,17 @@ def main() -> int:
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--report", metavar="PATH", help="write uid and secret digests here")
     parser.add_argument("--api-key", help="SGLang's flag, taken and not used")
+    parser.add_argument(
+        "--echo-server-args",
+        action="store_true",
+        help="log server_args with the api key in clear, as SGLang 0.5.9 does at startup",
+    )
     args, _unknown = parser.parse_known_args()
 
     registry = os.environ.get("FAKE_SGLANG_REGISTRY")
     if registry:
-        me = psutil.Process()
         with open(registry, "a") as handle:
-            handle.write(f"{me.pid} {me.create_time()!r}\n")
+            handle.write(f"{os.getpid()} {create_time()!r}\n")
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.report:
@@ -96,6 +110,11 @@ def main() -> int:
         Path(args.report).write_text(json.dumps(report))
     for line in args.line:
         say(line)
+    if args.echo_server_args:
+        say(
+            "[2026-01-01 10:00:00] server_args=ServerArgs(model_path='/models/x', "
+            f"api_key={args.api_key!r}, admin_api_key=None, port={args.port})"
+        )
     if args.kill_self:
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -1,0 +1,203 @@
+"""Figure 3: crash-to-decision latency.
+
+The real Daemon runs in a thread of this process with a config whose launcher is
+bench/crash_launcher.py: it prints the real incident log
+(tests/golden/sglang-0.5.9-pool-init-oom-incident.log), writes the wall time and SIGKILLs
+itself, as SGLang does. The config has a ladder of RUNS profiles, so one daemon sees RUNS
+crashes, each followed by a classification (pool_init_oom), an end record in the history
+and a decision (fall back to the next profile; at the end of the ladder the automatic
+remedy or giving up).
+
+Latency: from the launcher's timestamp to the moment the decision is applied (state
+BACKOFF or GAVE_UP, after the history's end record is written and fsynced). The backoff
+itself is not counted; the GPU-release wait is measured and reported (no NVML here: it
+returns at once). The daemon is not modified: a few of its methods are wrapped in this
+process to time the steps of each end (detection by the loop, stopping what is left,
+stopping the tailer, the GPU wait, classification, the decision, the history write).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench.common import REPO, emit, free_port, note, percentile
+from exporter.config import load_config
+from exporter.logs.tailer import LogTailer
+from exporter.supervisor import daemon as daemon_module
+from exporter.supervisor.daemon import TICK_S, Daemon
+from exporter.supervisor.processes import AttemptProcesses
+from exporter.supervisor.states import ServerState
+
+INCIDENT_LOG = REPO / "tests" / "golden" / "sglang-0.5.9-pool-init-oom-incident.log"
+RUNS = 30
+TARGET_MS = 100.0
+
+
+def write_config(tmp: Path, runs: int) -> Path:
+    lines = [
+        "[sglang]",
+        f"python = {json.dumps(sys.executable)}",
+        'module = "bench.crash_launcher"',
+        f"workdir = {json.dumps(str(REPO))}",
+        'version = "0.5.9"',
+        "[sglang.args]",
+        'model-path = "/models/Qwen3.6-27B"',
+        'host = "127.0.0.1"',
+        f"port = {free_port()}",
+        "tp-size = 2",
+        "mem-fraction-static = 0.85",
+        "[sglang.env]",
+        f"PYTHONPATH = {json.dumps(str(REPO))}",
+        f"BENCH_CRASH_LOG = {json.dumps(str(INCIDENT_LOG))}",
+        f"BENCH_EXIT_TIMES = {json.dumps(str(tmp / 'exits.txt'))}",
+    ]
+    for i in range(runs):
+        lines += [
+            "[[profiles]]",
+            f'name = "p{i:02d}"',
+            f"set = {{ mem-fraction-static = {0.50 + i / 100:.2f} }}",
+        ]
+    lines += [
+        "[policy]",
+        "backoff_base_s = 0.05",
+        "backoff_cap_s = 0.05",
+        f"max_attempts = {runs + 20}",
+        "window_s = 3600.0",
+        "stop_grace_s = 5.0",
+        "startup_timeout_s = 60.0",
+        "[metrics]",
+        f'listen = "127.0.0.1:{free_port()}"',
+        "[paths]",
+        f"state_dir = {json.dumps(str(tmp / 'state'))}",
+        f"log_dir = {json.dumps(str(tmp / 'logs'))}",
+    ]
+    path = tmp / "crash.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class Timeline:
+    """Wraps functions to record (step, start, end) in wall time, in call order."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float, float, object]] = []
+        self._undo: list[tuple[object, str, object]] = []
+
+    def wrap(self, owner: object, name: str, step: str, keep=None) -> None:
+        original = getattr(owner, name)
+        marks = self.marks
+
+        def wrapper(*args, **kwargs):
+            started = time.time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                marks.append((step, started, time.time(), keep(args) if keep else None))
+
+        self._undo.append((owner, name, original))
+        setattr(owner, name, wrapper)
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+        self._undo.clear()
+
+
+def run(runs: int, timeout_s: float = 600.0) -> tuple[list[float], dict[str, list[float]], int]:
+    """Latencies (s) per crash, step durations (s) per step, and the number of crashes."""
+    with tempfile.TemporaryDirectory(prefix="sentinel-bench-crash-") as tmp_name:
+        tmp = Path(tmp_name)
+        config = load_config(write_config(tmp, runs))
+        timeline = Timeline()
+        daemon = Daemon(config)
+        # Instance and class wrappers only in this process; the daemon's code is untouched.
+        timeline.wrap(daemon, "_end", "end_called")
+        timeline.wrap(AttemptProcesses, "stop", "processes.stop")
+        timeline.wrap(LogTailer, "stop", "tailer.stop")
+        timeline.wrap(daemon, "_wait_gpus_released", "gpu_release_wait")
+        timeline.wrap(daemon_module, "_classify_file", "classify")
+        timeline.wrap(daemon, "_decide", "decide")
+        timeline.wrap(daemon, "_record", "history_write", keep=lambda a: a[0].get("type"))
+        timeline.wrap(daemon, "_apply", "decision_applied")
+        thread = threading.Thread(target=daemon.run, name="bench-daemon", daemon=True)
+        logging.disable(logging.WARNING)  # one diagnosis per crash on stderr: not wanted here
+        try:
+            thread.start()
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and daemon.state is not ServerState.GAVE_UP:
+                time.sleep(0.1)
+            daemon.request_stop()
+            thread.join(60)
+        finally:
+            timeline.restore()
+            logging.disable(logging.NOTSET)
+        exits = [float(line.split()[1]) for line in (tmp / "exits.txt").read_text().splitlines()]
+    # One end per crash, in order. A wrapper records its mark when the call returns, so
+    # _end's own mark comes after those of the steps inside it.
+    ends: list[list[tuple[str, float, float, object]]] = []
+    pending: list[tuple[str, float, float, object]] = []
+    for mark in timeline.marks:
+        if mark[0] == "end_called":
+            ends.append([mark, *(m for m in pending if m[1] >= mark[1])])
+            pending = []
+        else:
+            pending.append(mark)
+    latencies: list[float] = []
+    steps: dict[str, list[float]] = defaultdict(list)
+    # A crash the daemon never ended (none so far) would leave the lists of unequal length.
+    for exit_time, marks in zip(exits, ends, strict=False):
+        by_step = {}
+        for step, started, finished, kept in marks:
+            if step == "history_write" and kept != "end":
+                continue
+            by_step[step] = (started, finished)
+        if "decision_applied" not in by_step:
+            continue
+        latencies.append(by_step["decision_applied"][1] - exit_time)
+        steps["detection (exit -> loop notices)"].append(by_step["end_called"][0] - exit_time)
+        for step in (
+            "processes.stop",
+            "tailer.stop",
+            "gpu_release_wait",
+            "classify",
+            "decide",
+            "history_write",
+        ):
+            if step in by_step:
+                steps[step].append(by_step[step][1] - by_step[step][0])
+    return latencies, steps, len(exits)
+
+
+def main(quick: bool = False) -> None:
+    runs = 8 if quick else RUNS
+    latencies, steps, crashes = run(runs)
+    ms = [s * 1000 for s in latencies]
+    note(f"{crashes} crashes, {len(ms)} decisions timed; TICK_S = {TICK_S * 1000:.0f} ms")
+    for step, values in steps.items():
+        v = [s * 1000 for s in values]
+        note(
+            f"  {step}: p50 {percentile(v, 50):.1f} ms, p99 {percentile(v, 99):.1f} ms, "
+            f"max {max(v):.1f} ms"
+        )
+    p50, p99 = percentile(ms, 50), percentile(ms, 99)
+    note(f"crash to decision: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(ms):.1f} ms")
+    after = [
+        (total - seen) * 1000
+        for total, seen in zip(latencies, steps["detection (exit -> loop notices)"], strict=True)
+    ]
+    emit("crash_to_decision_p50", p50, "ms", "none (context for p99)", True)
+    emit("crash_to_decision_p99", p99, "ms", f"< {TARGET_MS:g} ms", p99 < TARGET_MS)
+    emit(
+        "crash_to_decision_after_detection_p99",
+        percentile(after, 99),
+        "ms",
+        "none (context: the part after the loop noticed the exit)",
+        True,
+    )
