@@ -29,7 +29,9 @@ def _classify(directory, name):
 
 
 @pytest.mark.parametrize(
-    "label", RECORDED_LABELS, ids=[f"{label['directory'].name}/{label['file']}" for label in RECORDED_LABELS]
+    "label",
+    RECORDED_LABELS,
+    ids=[f"{label['directory'].name}/{label['file']}" for label in RECORDED_LABELS],
 )
 def test_real_cpu_run(label):
     result = _classify(label["directory"], label["file"])

@@ -201,6 +201,25 @@ COMMON_LINES = [
 ]
 
 V0_5_23_LINES = [
+    (
+        "[2026-05-14 12:02:12 TP0] Decode batch, #running-req: 3, #full token: 2411, full token "
+        "usage: 0.02, mamba num: 3, mamba usage: 0.50, accept len: 3.21, accept rate: 0.74, "
+        "cap len: 4, block accept len: 2.50, cuda graph: True, gen throughput (token/s): 96.42, "
+        "#queue-req: 2",
+        K.DECODE_BATCH,
+        {
+            "running_requests": 3,
+            "tokens": 2411,
+            "token_usage": 0.02,
+            "mamba_used": 3,
+            "mamba_usage": 0.50,
+            "accept_len": 3.21,
+            "accept_rate": 0.74,
+            "cuda_graph": True,
+            "gen_throughput": 96.42,
+            "queued_requests": 2,
+        },
+    ),
     ("[2026-05-14 11:20:12 TP1] Init parallel begin.", K.DIST_INIT_BEGIN, {}),
     (
         "[2026-05-14 11:20:14 TP0] Init parallel ends. elapsed=2.02 s",

@@ -53,7 +53,7 @@ class EventKind(enum.Enum):
     TRACEBACK = "traceback"  # assembled from many lines, see tracebacks.py
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, for speed (see LogLine); never mutated once built
 class Event:
     """One meaningful line (or, for TRACEBACK, block) with its numbers parsed.
 

@@ -148,8 +148,9 @@ COMMON: tuple[LinePattern, ...] = (
         r"(?:#token: (?P<tokens>\d+), token usage: (?P<token_usage>[\d.]+)"
         r"|#full token: (?P<tokens__full>\d+), full token usage: (?P<token_usage__full>[\d.]+)"
         r"(?:, mamba num: (?P<mamba_used>\d+), mamba usage: (?P<mamba_usage>[\d.]+))?)"
-        r".*?(?:accept len: (?P<accept_len>[\d.]+), (?:accept rate: (?P<accept_rate>[\d.]+), )?)?"
-        r"(?:[^,]*?graph: (?P<cuda_graph>True|False), )?"
+        # accept len right after the usage: 0.5.23 may add "block accept len" further on
+        r"(?:, accept len: (?P<accept_len>[\d.]+)(?:, accept rate: (?P<accept_rate>[\d.]+))?)?"
+        r".*?(?:(?:cuda|cpu|npu|musa|xpu|hpu) graph: (?P<cuda_graph>True|False), )?"
         r"gen throughput \(token/s\): (?P<gen_throughput>[\d.]+), "
         r"#queue-req: (?P<queued_requests>\d+)",
         running_requests=int,

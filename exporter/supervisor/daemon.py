@@ -46,18 +46,19 @@ from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
 from exporter.supervisor.states import ServerState, check_transition
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
 from exporter.telemetry.probes import ProbeCollector, server_url
-from exporter.telemetry.processes import ProcessCollector
+from exporter.telemetry.processes import ProcessCollector, role_of
 
 log = logging.getLogger("sglang_sentinel")
 
-TICK_S = 0.2
+# The loop is woken by what matters (the launcher's exit, a ready or fatal log line, a
+# signal); the tick only paces timeouts, probes and the watchdog, so it can be slow.
+TICK_S = 1.0
+TAIL_POLL_S = 2.0  # inotify wakes the tailer; this poll is only its safety net
 PORT_WAIT_S = 10.0
 MEMBER_SCAN_S = 1.0
 # A member that vanished gets this long for the launcher to notice and exit by itself
 # (SGLang's own crash path) before the daemon calls it lost.
 LOST_MEMBER_GRACE_S = 3.0
-# SGLang's long-lived children rename themselves sglang::scheduler_TP0, sglang::detokenizer.
-SGLANG_TITLE = "sglang::"
 # Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
 # and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
 DOOMED_BY = frozenset({EventKind.BIND_FAILED})
@@ -170,7 +171,7 @@ class Daemon:
             self._resume_from_history()
             self._notifier.ready(self._status_text())
             while not self._stop_requested:
-                self._wake.wait(TICK_S)
+                self._wake.wait(self._until_next_tick())
                 self._wake.clear()
                 if self._reload_requested:
                     self._notifier.reloading("reloading config")
@@ -184,6 +185,11 @@ class Daemon:
             self.processes.stop()
             self.gpus.stop()
         return 0
+
+    def _until_next_tick(self) -> float:
+        if self.state is ServerState.BACKOFF and self._backoff_until is not None:
+            return max(0.0, min(TICK_S, self._backoff_until - self._clock()))
+        return TICK_S
 
     def tick(self) -> None:
         """One pass of the loop: launch after backoff, notice an end, a stall, readiness."""
@@ -283,6 +289,11 @@ class Daemon:
             self._not_launched(number, index, command, log_path, started, str(error))
             return
         leader = identify(popen.pid) or ProcessIdentity(popen.pid, started)
+        # Wake the loop the moment the launcher exits: a crash is decided in milliseconds,
+        # not at the next tick.
+        threading.Thread(
+            target=lambda: (popen.wait(), self._wake.set()), name="sentinel-exit", daemon=True
+        ).start()
         attempt = Attempt(
             number=number,
             profile_index=index,
@@ -359,7 +370,9 @@ class Daemon:
             if attempt.log_ready_at or attempt.doomed_by:
                 self._wake.set()
 
-        attempt.tailer = LogTailer(attempt.log_path, on_lines, start_at_end=start_at_end)
+        attempt.tailer = LogTailer(
+            attempt.log_path, on_lines, start_at_end=start_at_end, poll_interval=TAIL_POLL_S
+        )
         attempt.tailer.start()
 
     def _not_launched(
@@ -483,11 +496,14 @@ class Daemon:
         if now - attempt.scanned_at < MEMBER_SCAN_S:
             return None
         attempt.scanned_at = now
-        for member in attempt.processes.refresh():
-            if member not in attempt.titled:
-                cmdline = describe(member).get("cmdline") or ""
-                if cmdline.startswith(SGLANG_TITLE):
-                    attempt.titled[member] = cmdline.split()[0]
+        # SGLang starts its children during startup: scan the system for them then. Once it
+        # serves, the known children are checked pid by pid (a scan a second costs CPU).
+        if self.state is ServerState.STARTING:
+            for member in attempt.processes.refresh():
+                if member not in attempt.titled:
+                    role, _rank = role_of(describe(member).get("cmdline") or "", False)
+                    if role in ("scheduler", "detokenizer"):
+                        attempt.titled[member] = f"sglang::{role}"
         for member, title in attempt.titled.items():
             if not member.alive():
                 attempt.member_lost = (f"{title} (pid {member.pid})", now)

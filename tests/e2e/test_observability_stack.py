@@ -95,6 +95,8 @@ scrape_configs:
         ),
     ]
     try:
+        for name, port in (("prometheus", prom_port), ("alertmanager", am_port)):
+            wait(lambda port=port: _ready(port), 60, f"{name} to start")
         yield {
             "prometheus": f"http://127.0.0.1:{prom_port}",
             "alertmanager": f"http://127.0.0.1:{am_port}",
@@ -108,6 +110,13 @@ scrape_configs:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+def _ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/-/ready", timeout=2, trust_env=False).is_success
+    except httpx.HTTPError:
+        return False
 
 
 def query(base: str, expr: str) -> list:
