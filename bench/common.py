@@ -202,3 +202,44 @@ def machine() -> str:
         f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, "
         f"load average {os.getloadavg()[0]:.2f} at start"
     )
+
+
+# --- daemon configs ------------------------------------------------------------------------
+
+
+def write_daemon_config(
+    path: Path,
+    module: str,
+    *,
+    args: Sequence[str] = (),
+    env: Sequence[str] = (),
+    sections: Sequence[str] = (),
+) -> Path:
+    """A sentinel config at ``path`` that launches ``python -m module`` from the repo.
+
+    ``args`` and ``env`` are extra lines for [sglang.args] and [sglang.env]; ``sections``
+    come after them, before [paths] (state and logs in ``path``'s folder).
+    """
+    tmp = path.parent
+    lines = [
+        "[sglang]",
+        f"python = {json.dumps(PYTHON)}",
+        f"module = {json.dumps(module)}",
+        f"workdir = {json.dumps(str(REPO))}",
+        'version = "0.5.9"',
+        "[sglang.args]",
+        'model-path = "/models/Qwen3.6-27B"',
+        'host = "127.0.0.1"',
+        f"port = {free_port()}",
+        "tp-size = 2",
+        *args,
+        "[sglang.env]",
+        f"PYTHONPATH = {json.dumps(str(REPO))}",
+        *env,
+        *sections,
+        "[paths]",
+        f"state_dir = {json.dumps(str(tmp / 'state'))}",
+        f"log_dir = {json.dumps(str(tmp / 'logs'))}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path

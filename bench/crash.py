@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.common import REPO, emit, free_port, note, percentile
+from bench.common import REPO, emit, free_port, note, percentile, write_daemon_config
 from exporter.config import load_config
 from exporter.logs.tailer import LogTailer
 from exporter.supervisor import daemon as daemon_module
@@ -41,46 +40,34 @@ TARGET_MS = 100.0
 
 
 def write_config(tmp: Path, runs: int) -> Path:
-    lines = [
-        "[sglang]",
-        f"python = {json.dumps(sys.executable)}",
-        'module = "bench.crash_launcher"',
-        f"workdir = {json.dumps(str(REPO))}",
-        'version = "0.5.9"',
-        "[sglang.args]",
-        'model-path = "/models/Qwen3.6-27B"',
-        'host = "127.0.0.1"',
-        f"port = {free_port()}",
-        "tp-size = 2",
-        "mem-fraction-static = 0.85",
-        "[sglang.env]",
-        f"PYTHONPATH = {json.dumps(str(REPO))}",
-        f"BENCH_CRASH_LOG = {json.dumps(str(INCIDENT_LOG))}",
-        f"BENCH_EXIT_TIMES = {json.dumps(str(tmp / 'exits.txt'))}",
-    ]
+    profiles = []
     for i in range(runs):
-        lines += [
+        profiles += [
             "[[profiles]]",
             f'name = "p{i:02d}"',
             f"set = {{ mem-fraction-static = {0.50 + i / 100:.2f} }}",
         ]
-    lines += [
-        "[policy]",
-        "backoff_base_s = 0.05",
-        "backoff_cap_s = 0.05",
-        f"max_attempts = {runs + 20}",
-        "window_s = 3600.0",
-        "stop_grace_s = 5.0",
-        "startup_timeout_s = 60.0",
-        "[metrics]",
-        f'listen = "127.0.0.1:{free_port()}"',
-        "[paths]",
-        f"state_dir = {json.dumps(str(tmp / 'state'))}",
-        f"log_dir = {json.dumps(str(tmp / 'logs'))}",
-    ]
-    path = tmp / "crash.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_daemon_config(
+        tmp / "crash.toml",
+        "bench.crash_launcher",
+        args=["mem-fraction-static = 0.85"],
+        env=[
+            f"BENCH_CRASH_LOG = {json.dumps(str(INCIDENT_LOG))}",
+            f"BENCH_EXIT_TIMES = {json.dumps(str(tmp / 'exits.txt'))}",
+        ],
+        sections=[
+            *profiles,
+            "[policy]",
+            "backoff_base_s = 0.05",
+            "backoff_cap_s = 0.05",
+            f"max_attempts = {runs + 20}",
+            "window_s = 3600.0",
+            "stop_grace_s = 5.0",
+            "startup_timeout_s = 60.0",
+            "[metrics]",
+            f'listen = "127.0.0.1:{free_port()}"',
+        ],
+    )
 
 
 class Timeline:

@@ -14,7 +14,6 @@ CPU is user+system time from /proc/PID/stat (10 ms ticks: resolution 10 ms / WIN
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +22,6 @@ import httpx
 
 from bench.common import (
     HOST,
-    PYTHON,
     REPO,
     cpu_seconds,
     emit,
@@ -33,12 +31,17 @@ from bench.common import (
     rss_bytes,
     start,
     wait_http,
+    write_daemon_config,
 )
 
 WINDOW_S = 60.0
 SCRAPE_EVERY_S = 15.0
 RSS_TARGET_MB = 40.0
 CPU_TARGET = 0.1
+PEER_LABELS = {  # in the order their figures are printed
+    "node_exporter": "node_exporter 1.5.0",
+    "process_exporter": "process-exporter 0.7.10 (all processes by name)",
+}
 PROCESS_EXPORTER_CONFIG = """process_names:
   - name: "{{.Comm}}"
     cmdline:
@@ -47,30 +50,16 @@ PROCESS_EXPORTER_CONFIG = """process_names:
 
 
 def write_config(tmp: Path, metrics_port: int) -> Path:
-    lines = [
-        "[sglang]",
-        f"python = {json.dumps(PYTHON)}",
-        'module = "bench.fake_server"',
-        f"workdir = {json.dumps(str(REPO))}",
-        'version = "0.5.9"',
-        "[sglang.args]",
-        'model-path = "/models/Qwen3.6-27B"',
-        'host = "127.0.0.1"',
-        f"port = {free_port()}",
-        "tp-size = 2",
-        "[sglang.env]",
-        f"PYTHONPATH = {json.dumps(str(REPO))}",
-        "[policy]",
-        "startup_timeout_s = 120.0",
-        "[metrics]",
-        f'listen = "{HOST}:{metrics_port}"',
-        "[paths]",
-        f"state_dir = {json.dumps(str(tmp / 'state'))}",
-        f"log_dir = {json.dumps(str(tmp / 'logs'))}",
-    ]
-    path = tmp / "footprint.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_daemon_config(
+        tmp / "footprint.toml",
+        "bench.fake_server",
+        sections=[
+            "[policy]",
+            "startup_timeout_s = 120.0",
+            "[metrics]",
+            f'listen = "{HOST}:{metrics_port}"',
+        ],
+    )
 
 
 def wait_up(url: str, child, timeout_s: float = 120.0) -> float:
@@ -170,13 +159,9 @@ def main(quick: bool = False) -> None:
                 child.stop()
             daemon.stop(timeout_s=60)
     rss_mb = rss["daemon"] / 2**20
-    for peer in ("node_exporter", "process_exporter"):
+    for peer, label in PEER_LABELS.items():
         if peer not in rss:
             continue
-        label = {
-            "node_exporter": "node_exporter 1.5.0",
-            "process_exporter": "process-exporter 0.7.10 (all processes by name)",
-        }[peer]
         emit(
             f"idle_rss_vs_{peer}",
             rss_mb,
@@ -187,13 +172,9 @@ def main(quick: bool = False) -> None:
             rss[peer] / 2**20,
             rss["daemon"] / rss[peer],
         )
-    for peer in ("node_exporter", "process_exporter"):
+    for peer, label in PEER_LABELS.items():
         if peer not in cpu:
             continue
-        label = {
-            "node_exporter": "node_exporter 1.5.0",
-            "process_exporter": "process-exporter 0.7.10 (all processes by name)",
-        }[peer]
         emit(
             f"idle_cpu_vs_{peer}",
             cpu["daemon"],

@@ -21,7 +21,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,9 +35,9 @@ from bench.common import (
     ratio,
 )
 from bench.loggen import Truth, write_log
+from bench.metrics_proc import Follower
 from exporter.logs.reader import LogReader
 from exporter.logs.tailer import LogTailer
-from exporter.supervisor.daemon import DOOMED_BY
 from exporter.supervisor.progress import AttemptProgress
 
 MTAIL_PROGS = REPO / "bench" / "mtail"
@@ -55,27 +54,14 @@ class OurRun:
 
 def ingest(path: Path, lines: int, version: str = "0.5.9", timeout_s: float = 1800.0) -> OurRun:
     """Bytes on disk to values ready for /metrics, through the daemon's tailer and callback."""
-    reader = LogReader(version, keep_lines=False)
-    progress = AttemptProgress()
-    lock = threading.Lock()
-    counts: Counter[bool] = Counter()
+    follower = Follower(version)
+    reader = follower.reader
     done = threading.Event()
-    doomed: list[str] = []
 
     def on_lines(batch: list[str]) -> None:  # as Daemon._follow's on_lines
-        with lock:
-            stats = reader.stats
-            matched, unknown = stats.matched, stats.unknown
-            events = reader.feed(batch)
-            progress.apply(events)
-            counts[True] += stats.matched - matched
-            counts[False] += stats.unknown - unknown
-            doom = next((e for e in events if e.kind in DOOMED_BY), None)
-            if doom is not None and not doomed:
-                doomed.append(doom.line.raw.strip())
-            time.time()  # the daemon stamps last_line_at
-            if stats.lines >= lines:
-                done.set()
+        follower.on_lines(batch)
+        if reader.stats.lines >= lines:
+            done.set()
 
     tailer = LogTailer(path, on_lines)
     started, cpu = time.perf_counter(), time.process_time()
@@ -85,8 +71,8 @@ def ingest(path: Path, lines: int, version: str = "0.5.9", timeout_s: float = 18
     tailer.stop()
     if not finished:
         raise RuntimeError(f"read {reader.stats.lines} of {lines} lines in {timeout_s} s")
-    progress.apply(reader.close())
-    return OurRun(seconds, cpu, reader, progress)
+    follower.progress.apply(reader.close())
+    return OurRun(seconds, cpu, reader, follower.progress)
 
 
 @dataclass

@@ -35,41 +35,71 @@ from exporter.telemetry.processes import ProcessInfo, ProcessSnapshot
 
 GIB = 1 << 30
 HOST = "127.0.0.1"
+# One synthetic rank's memory pools, and the free memory at each start-up milestone, in GiB.
+POOLS_GIB = {
+    "kv": 11.4,
+    "draft_kv": 0.72,
+    "mamba_conv": 0.01,
+    "mamba_ssm": 0.63,
+    "mamba_intermediate_ssm": 2.53,
+    "mamba_intermediate_conv": 0.05,
+}
+AVAILABLE_GIB = {
+    "before_weights": 46.86,
+    "after_weights": 21.3,
+    "after_pools": 6.67,
+    "after_graphs": 6.08,
+    "ready": 4.63,
+}
+
+
+class Follower:
+    """Daemon._follow's on_lines and what it keeps: LogReader -> AttemptProgress under a
+    lock, the matched/unknown line counts, the first doom line, the last line's time."""
+
+    def __init__(self, version: str = "0.5.9") -> None:
+        self.reader = LogReader(version, keep_lines=False)
+        self.progress = AttemptProgress()
+        self.lock = threading.Lock()
+        self.counts: Counter[bool] = Counter()
+        self.doomed_by: str | None = None
+        self.last_line_at: float | None = None
+
+    def on_lines(self, lines: list[str]) -> None:
+        with self.lock:
+            stats = self.reader.stats
+            matched, unknown = stats.matched, stats.unknown
+            events = self.reader.feed(lines)
+            self.progress.apply(events)
+            self.counts[True] += stats.matched - matched
+            self.counts[False] += stats.unknown - unknown
+            doom = next((e for e in events if e.kind in DOOMED_BY), None)
+            if doom is not None and self.doomed_by is None:
+                self.doomed_by = doom.line.raw.strip()
+            self.last_line_at = time.time()
 
 
 def pipeline(log_path: str) -> tuple[LogTailer, callable]:
-    reader = LogReader("0.5.9", keep_lines=False)
-    progress = AttemptProgress()
-    lock = threading.Lock()
-    counts: Counter[bool] = Counter()
-    state = {"last_line_at": None, "doomed_by": None}
-
-    def on_lines(lines: list[str]) -> None:  # Daemon._follow's on_lines
-        with lock:
-            stats = reader.stats
-            matched, unknown = stats.matched, stats.unknown
-            events = reader.feed(lines)
-            progress.apply(events)
-            counts[True] += stats.matched - matched
-            counts[False] += stats.unknown - unknown
-            doom = next((e for e in events if e.kind in DOOMED_BY), None)
-            if doom is not None and state["doomed_by"] is None:
-                state["doomed_by"] = doom.line.raw.strip()
-            state["last_line_at"] = time.time()
+    follower = Follower()
 
     def snapshot() -> Snapshot:  # Daemon.snapshot, without the telemetry collectors
-        with lock:
+        with follower.lock:
             return Snapshot(
                 state=ServerState.READY,
                 profile="default",
                 profile_index=0,
                 attempts_total=1,
-                progress=_copy_progress(progress),
-                log_lines=dict(counts),
-                last_line_time=state["last_line_at"],
+                progress=_copy_progress(follower.progress),
+                log_lines=dict(follower.counts),
+                last_line_time=follower.last_line_at,
             )
 
-    return LogTailer(log_path, on_lines, start_at_end=False), snapshot
+    return LogTailer(log_path, follower.on_lines, start_at_end=False), snapshot
+
+
+def gib(sizes: dict[str, float]) -> dict[str, int]:
+    """Sizes given in GiB, in bytes."""
+    return {name: round(size * GIB) for name, size in sizes.items()}
 
 
 def synthetic_state(ranks: int) -> Snapshot:
@@ -91,21 +121,8 @@ def synthetic_state(ranks: int) -> Snapshot:
             kv_tokens=373672,
             weights_bytes=round(25.56 * GIB),
             mamba_slots=48,
-            pools={
-                "kv": round(11.4 * GIB),
-                "draft_kv": round(0.72 * GIB),
-                "mamba_conv": round(0.01 * GIB),
-                "mamba_ssm": round(0.63 * GIB),
-                "mamba_intermediate_ssm": round(2.53 * GIB),
-                "mamba_intermediate_conv": round(0.05 * GIB),
-            },
-            available={
-                "before_weights": round(46.86 * GIB),
-                "after_weights": round(21.3 * GIB),
-                "after_pools": round(6.67 * GIB),
-                "after_graphs": round(6.08 * GIB),
-                "ready": round(4.63 * GIB),
-            },
+            pools=gib(POOLS_GIB),
+            available=gib(AVAILABLE_GIB),
         )
         pid = 100_000 + rank
         processes.append(
