@@ -1,9 +1,10 @@
 """The Prometheus view of the daemon, built at scrape time from one snapshot of its state.
 
-A custom collector (no client-side metric objects, no multiprocess mode): the daemon keeps
-plain counters and the attempt's progress, and a scrape turns one consistent snapshot into
-metric families. Label values come from closed sets (states, failure classes, pools,
-milestones, configured profile names, TP ranks), never from raw log text or pids.
+No client-side metric objects and no multiprocess mode: the daemon keeps plain counters
+and the attempt's progress, and a scrape turns one consistent snapshot into metric families
+(prometheus_client's family types), rendered by exposition.py. Label values come from
+closed sets (states, failure classes, pools, milestones, configured profile names, TP
+ranks), never from raw log text or pids.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
 
-from exporter import __version__
+from exporter import __version__, exposition
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.supervisor.progress import AttemptProgress
 from exporter.supervisor.remedies import REMEDIED
@@ -227,22 +226,7 @@ def _pool_families(progress: AttemptProgress | None) -> list[Metric]:
     return [kv, pools, slots, weights, available]
 
 
-class SentinelCollector(Collector):
-    """Registered once; every scrape asks the daemon for a fresh snapshot."""
-
-    def __init__(self, snapshot: Callable[[], Snapshot]) -> None:
-        self._snapshot = snapshot
-
-    def collect(self) -> Iterable[Metric]:
-        return families(self._snapshot())
-
-
 def serve(host: str, port: int, snapshot: Callable[[], Snapshot]) -> tuple[object, object]:
-    """Start /metrics on host:port (and only there) in a background thread.
-
-    A registry of our own: the exposition holds the sglang_sentinel namespace only.
-    Returns (server, thread); ``server.shutdown()`` stops it.
-    """
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SentinelCollector(snapshot))
-    return start_http_server(port, addr=host, registry=registry)
+    """Start /metrics on host:port (and only there) in a background thread; every scrape
+    renders one fresh snapshot. Returns (server, thread); ``server.shutdown()`` stops it."""
+    return exposition.serve(host, port, lambda: families(snapshot()))

@@ -11,8 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.exposition import render
 from exporter.logs.reader import read_log
-from exporter.metrics import SentinelCollector, Snapshot, families
+from exporter.metrics import Snapshot, families
 from exporter.supervisor.progress import AttemptProgress
 from exporter.supervisor.states import ServerState
 from tests.conftest import GOLDEN
@@ -36,9 +37,22 @@ def progress_of(text: str) -> AttemptProgress:
 
 
 def exposition(snapshot: Snapshot) -> str:
+    """What /metrics serves for this snapshot."""
+    return render(families(snapshot)).decode()
+
+
+def test_our_writer_says_what_prometheus_clients_would():
+    """Same families, same samples, whether rendered by us or by prometheus_client."""
+
+    class Families:
+        def collect(self):
+            return families(serving_snapshot())
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SentinelCollector(lambda: snapshot))
-    return generate_latest(registry).decode()
+    registry.register(Families())
+    ours = samples(exposition(serving_snapshot()))
+    theirs = samples(generate_latest(registry).decode())
+    assert ours == theirs and len(ours) > 50
 
 
 def serving_snapshot() -> Snapshot:
