@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pynvml
 import pytest
 
@@ -131,3 +132,21 @@ def nvml(fake_library: Path, tmp_path: Path, monkeypatch) -> Iterator[FakeNvml]:
     yield fake
     assert fake.refcount == 0, "an nvmlInit without its nvmlShutdown"
     reset_pynvml()
+
+
+def live_in_sessions(leaders: dict[int, float]) -> list[psutil.Process]:
+    """Live (not zombie) processes in the sessions of these launchers (pid -> create time),
+    created no earlier than their launcher: what an attempt left behind."""
+    found = []
+    for proc in psutil.process_iter(["create_time", "status"]):
+        try:
+            sid = os.getsid(proc.pid)
+        except OSError:
+            continue
+        if (
+            sid in leaders
+            and proc.info["create_time"] >= leaders[sid]
+            and proc.info["status"] != psutil.STATUS_ZOMBIE
+        ):
+            found.append(proc)
+    return found

@@ -41,23 +41,18 @@ from exporter.telemetry.gpu import (
 )
 from exporter.telemetry.health import CollectorHealth, collector_families
 from tests.conftest import reset_pynvml
+from tests.metric_names import EXPORTED_METRICS
 
 GiB = 1 << 30
 MiB = 1 << 20
 DEADLINE_S = 5.0
 INTERVAL_S = 0.05
 
+# Family names: a counter's family is named without its exposed `_total`.
 GPU_FAMILIES = {
-    "sglang_sentinel_gpu_info",
-    "sglang_sentinel_gpu_memory_total_bytes",
-    "sglang_sentinel_gpu_memory_used_bytes",
-    "sglang_sentinel_gpu_memory_free_bytes",
-    "sglang_sentinel_gpu_memory_reserved_bytes",
-    "sglang_sentinel_gpu_process_memory_bytes",
-    "sglang_sentinel_gpu_foreign_memory_bytes",
-    "sglang_sentinel_gpu_unknown_memory_bytes",
-    "sglang_sentinel_gpu_xid_errors",
-    "sglang_sentinel_gpu_xid_last_timestamp_seconds",
+    name.removesuffix("_total")
+    for name in EXPORTED_METRICS
+    if name.startswith("sglang_sentinel_gpu_")
 }
 
 

@@ -42,6 +42,7 @@ from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.processes import ProcessIdentity
 from exporter.supervisor.states import ServerState
 from exporter.telemetry.probes import ProbeCollector
+from tests.conftest import live_in_sessions
 from tests.programs.fake_sglang import READY_LINE
 from tests.test_tailer import ROTATIONS, RotatingWriter
 
@@ -181,20 +182,7 @@ class Launchers:
 
     def members(self) -> list[psutil.Process]:
         """Live (not zombie) processes in a launcher's session, created no earlier than it."""
-        sessions = {launcher.pid: launcher.create_time for launcher in self.all()}
-        found = []
-        for proc in psutil.process_iter(["create_time", "status"]):
-            try:
-                sid = os.getsid(proc.pid)
-            except OSError:
-                continue
-            if (
-                sid in sessions
-                and proc.info["create_time"] >= sessions[sid]
-                and proc.info["status"] != psutil.STATUS_ZOMBIE
-            ):
-                found.append(proc)
-        return found
+        return live_in_sessions({launcher.pid: launcher.create_time for launcher in self.all()})
 
     def reap(self) -> None:
         for proc in self.members():

@@ -8,7 +8,6 @@ daemon did not start) is never signalled.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import psutil
 
 from exporter.history import History
 from exporter.supervisor.processes import ProcessIdentity
+from tests.conftest import live_in_sessions
 from tests.e2e.conftest import write_config
 
 KILLS = 20
@@ -57,20 +57,7 @@ def phase_of(log: Path | None) -> str:
 
 def sessions_of(leaders: set[ProcessIdentity]) -> list[psutil.Process]:
     """Live processes in an attempt's session (created no earlier than its launcher)."""
-    created = {leader.pid: leader.create_time for leader in leaders}
-    found = []
-    for proc in psutil.process_iter(["create_time", "status"]):
-        try:
-            sid = os.getsid(proc.pid)
-        except OSError:
-            continue
-        if (
-            sid in created
-            and proc.info["create_time"] >= created[sid]
-            and proc.info["status"] != psutil.STATUS_ZOMBIE
-        ):
-            found.append(proc)
-    return found
+    return live_in_sessions({leader.pid: leader.create_time for leader in leaders})
 
 
 def launchers_on(port: int, since: float) -> list[psutil.Process]:
