@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 
 import httpx
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import CollectorRegistry
 
 from bench.common import (
     HOST,
@@ -30,6 +28,7 @@ from bench.common import (
     wait_http,
 )
 from bench.metrics_proc import synthetic_state
+from exporter.exposition import render
 from exporter.metrics import families
 
 
@@ -41,15 +40,7 @@ def ranks_for(series: int) -> int:
     """How many synthetic ranks give about ``series`` series (measured, not assumed)."""
 
     def count(ranks: int) -> int:
-        registry = CollectorRegistry(auto_describe=False)
-        state = synthetic_state(ranks)
-
-        class Collector:
-            def collect(self):
-                return families(state)
-
-        registry.register(Collector())
-        return series_count(generate_latest(registry).decode())
+        return series_count(render(families(synthetic_state(ranks))).decode())
 
     one, two = count(1), count(2)
     per_rank = two - one

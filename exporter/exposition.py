@@ -1,26 +1,29 @@
 """The Prometheus text format for our own families, and the HTTP server that serves it.
 
-prometheus_client's generic writer validates and escapes every label name of every sample
-(~21 ms at 5,000 series here); ours are fixed names from code, so only label values need
-escaping. Same format (text 0.0.4), same gzip negotiation, a third of the cost.
+A family keeps its samples as exposition lines, formatted when they are added: our label
+names are fixed names from code, so only label values need escaping, and a scrape of 5,000
+series makes 5,000 strings (which the garbage collector does not track) rather than 5,000
+sample tuples with label dicts. Same format as prometheus_client's writer (text 0.0.4:
+counters named ``_total`` in HELP, TYPE and samples), same gzip negotiation.
 """
 
 from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client.core import Metric
-
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 GZIP_LEVEL = 1  # the body is small and regenerated per scrape: speed over ratio
+_INF = float("inf")
 
 
 def _escape_value(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
 
 
 def _escape_help(text: str) -> str:
@@ -30,24 +33,58 @@ def _escape_help(text: str) -> str:
 def _number(value: float) -> str:
     if value != value:
         return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "+Inf" if value > 0 else "-Inf"
+    if value == _INF:
+        return "+Inf"
+    if value == -_INF:
+        return "-Inf"
     return repr(float(value))
 
 
-def render(families: Iterable[Metric]) -> bytes:
+class Family:
+    """One metric family: a name (a counter's without ``_total``), its type and help, and its
+    samples as exposition lines."""
+
+    __slots__ = ("_template", "documentation", "lines", "name", "type")
+
+    def __init__(
+        self, name: str, documentation: str, type_: str, labelnames: Sequence[str] = ()
+    ) -> None:
+        self.name = name
+        self.type = type_
+        self.documentation = documentation
+        self.lines: list[str] = []
+        sample = self.exposed_name
+        # The label values and the number go in with %: values cannot inject a format.
+        labels = ",".join(f'{label}="%s"' for label in labelnames)
+        self._template = f"{sample}{{{labels}}} %s\n" if labelnames else f"{sample} %s\n"
+
+    @property
+    def exposed_name(self) -> str:
+        return f"{self.name}_total" if self.type == "counter" else self.name
+
+    def add(self, label_values: Sequence[str], value: float) -> None:
+        """One sample; ``label_values`` in the order of the family's label names."""
+        self.lines.append(
+            self._template % (*[_escape_value(v) for v in label_values], _number(value))
+        )
+
+
+def gauge(name: str, documentation: str, labelnames: Sequence[str] = ()) -> Family:
+    return Family(name, documentation, "gauge", labelnames)
+
+
+def counter(name: str, documentation: str, labelnames: Sequence[str] = ()) -> Family:
+    return Family(name, documentation, "counter", labelnames)
+
+
+def render(families: Iterable[Family]) -> bytes:
     """Text exposition of ``families``: HELP and TYPE per family, then its samples."""
     out: list[str] = []
     for family in families:
-        name = f"{family.name}_total" if family.type == "counter" else family.name
+        name = family.exposed_name
         out.append(f"# HELP {name} {_escape_help(family.documentation)}\n")
         out.append(f"# TYPE {name} {family.type}\n")
-        for sample in family.samples:
-            if sample.labels:
-                labels = ",".join(f'{k}="{_escape_value(v)}"' for k, v in sample.labels.items())
-                out.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
-            else:
-                out.append(f"{sample.name} {_number(sample.value)}\n")
+        out += family.lines
     return "".join(out).encode()
 
 
@@ -61,7 +98,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve(
-    host: str, port: int, families: Callable[[], Iterable[Metric]]
+    host: str, port: int, families: Callable[[], Iterable[Family]]
 ) -> tuple[WSGIServer, threading.Thread]:
     """Serve ``/metrics`` on host:port (and only there) from a background thread."""
 

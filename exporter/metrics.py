@@ -2,20 +2,19 @@
 
 No client-side metric objects and no multiprocess mode: the daemon keeps plain counters
 and the attempt's progress, and a scrape turns one consistent snapshot into metric families
-(prometheus_client's family types), rendered by exposition.py. Label values come from
+rendered by exposition.py. Label values come from
 closed sets (states, failure classes, pools, milestones, configured profile names, TP
 ranks), never from raw log text or pids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from exporter import __version__, exposition
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.exposition import Family
 from exporter.supervisor.progress import AttemptProgress
 from exporter.supervisor.remedies import REMEDIED
 from exporter.supervisor.states import ServerState
@@ -50,72 +49,72 @@ class Snapshot:
     gpus: GpuSnapshot | None = None
 
 
-def _gauge(name: str, doc: str, labels: Iterable[str] = (), unit: str = "") -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"{NAMESPACE}_{name}", doc, labels=list(labels), unit=unit)
+def _gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Family:
+    return exposition.gauge(f"{NAMESPACE}_{name}", doc, labels)
 
 
-def _counter(name: str, doc: str, labels: Iterable[str] = ()) -> CounterMetricFamily:
-    return CounterMetricFamily(f"{NAMESPACE}_{name}", doc, labels=list(labels))
+def _counter(name: str, doc: str, labels: Sequence[str] = ()) -> Family:
+    return exposition.counter(f"{NAMESPACE}_{name}", doc, labels)
 
 
-def families(snap: Snapshot) -> list[Metric]:
+def families(snap: Snapshot) -> list[Family]:
     """Every metric family for one snapshot; pure, so it is tested without a server."""
-    out: list[Metric] = []
+    out: list[Family] = []
     build = _gauge("build_info", "sglang-sentinel build; always 1.", ["version"])
-    build.add_metric([__version__], 1)
+    build.add([__version__], 1)
     out.append(build)
 
     state = _gauge("server_state", "1 for the server's current state, else 0.", ["state"])
     for candidate in ServerState:
-        state.add_metric([candidate.value], 1.0 if candidate is snap.state else 0.0)
+        state.add([candidate.value], 1.0 if candidate is snap.state else 0.0)
     up = _gauge("server_up", "1 when the server is serving and healthy.")
-    up.add_metric([], 1.0 if snap.state is ServerState.READY else 0.0)
+    up.add([], 1.0 if snap.state is ServerState.READY else 0.0)
     out += [state, up]
 
     attempts = _counter("attempts", "Launch attempts (adopted servers included).")
-    attempts.add_metric([], snap.attempts_total)
+    attempts.add([], snap.attempts_total)
     # Every label value from 0: increase() cannot see the first event of a series that is
     # born with it.
     restarts = _counter("restarts", "Relaunches, by why the previous attempt ended.", ["reason"])
     for reason in RESTART_REASONS:
-        restarts.add_metric([reason], snap.restarts.get(reason, 0))
+        restarts.add([reason], snap.restarts.get(reason, 0))
     failures = _counter("failures", "Ended attempts, by failure class.", ["class"])
     last = _gauge(
         "last_failure_timestamp_seconds", "When the last failure of each class ended.", ["class"]
     )
     for failure_class in FAILURE_CLASSES:
-        failures.add_metric([failure_class], snap.failures.get(failure_class, 0))
+        failures.add([failure_class], snap.failures.get(failure_class, 0))
         if failure_class in snap.last_failure_time:
-            last.add_metric([failure_class], snap.last_failure_time[failure_class])
+            last.add([failure_class], snap.last_failure_time[failure_class])
     out += [attempts, restarts, failures, last]
 
     profile = _gauge("profile_info", "The profile of the current attempt; always 1.", ["profile"])
     level = _gauge("fallback_level", "Index of the current profile in the ladder (0 = first).")
     if snap.profile is not None:
-        profile.add_metric([snap.profile], 1)
-        level.add_metric([], snap.profile_index or 0)
+        profile.add([snap.profile], 1)
+        level.add([], snap.profile_index or 0)
     startup = _gauge(
         "startup_duration_seconds", "Launch to serving, for the last attempt that served."
     )
     if snap.startup_duration_s is not None:
-        startup.add_metric([], snap.startup_duration_s)
+        startup.add([], snap.startup_duration_s)
     out += [profile, level, startup]
 
     out += _pool_families(snap.progress)
 
     lines = _counter("log_lines", "Log lines read, by whether the grammar knew them.", ["matched"])
     for matched in (True, False):
-        lines.add_metric([str(matched).lower()], snap.log_lines.get(matched, 0))
+        lines.add([str(matched).lower()], snap.log_lines.get(matched, 0))
     last_line = _gauge("log_last_line_timestamp_seconds", "When the attempt's log last grew.")
     if snap.last_line_time is not None:
-        last_line.add_metric([], snap.last_line_time)
+        last_line.add([], snap.last_line_time)
     hangs = _counter("hangs", "Attempts ended as hangs (startup stalls and stuck servers).")
-    hangs.add_metric([], snap.hangs)
+    hangs.add([], snap.hangs)
     remedies = _counter(
         "automatic_remedies", "Automatic flag changes the daemon made, by failure class.", ["class"]
     )
     for failure_class in REMEDY_CLASSES:
-        remedies.add_metric([failure_class], snap.remedies.get(failure_class, 0))
+        remedies.add([failure_class], snap.remedies.get(failure_class, 0))
     out += [lines, last_line, hangs, remedies]
     out += _runtime_families(snap.progress)
     out += _probe_families(snap.probes)
@@ -132,7 +131,7 @@ def families(snap: Snapshot) -> list[Metric]:
     return out
 
 
-def _runtime_families(progress: AttemptProgress | None) -> list[Metric]:
+def _runtime_families(progress: AttemptProgress | None) -> list[Family]:
     """The latest batch-line numbers of the serving attempt."""
     runtime = progress.runtime if progress else None
     gauges = [
@@ -145,31 +144,31 @@ def _runtime_families(progress: AttemptProgress | None) -> list[Metric]:
             "gen_throughput",
         ),
     ]
-    out: list[Metric] = []
+    out: list[Family] = []
     for name, doc, attribute in gauges:
         family = _gauge(name, doc)
         value = getattr(runtime, attribute) if runtime else None
         if value is not None:
-            family.add_metric([], value)
+            family.add([], value)
         out.append(family)
     retractions = _counter("retractions", "Requests retracted for lack of KV cache (this attempt).")
-    retractions.add_metric([], runtime.retractions if runtime else 0)
+    retractions.add([], runtime.retractions if runtime else 0)
     out.append(retractions)
     return out
 
 
-def _probe_families(probes: ProbeSnapshot | None) -> list[Metric]:
+def _probe_families(probes: ProbeSnapshot | None) -> list[Family]:
     success = _gauge("health_probe_success", "1 when the last probe succeeded.", ["probe"])
     duration = _gauge("health_probe_duration_seconds", "How long the last probe took.", ["probe"])
     for name in PROBES:
         result = probes.results.get(name) if probes else None
         if result is not None:
-            success.add_metric([name], 1.0 if result.ok else 0.0)
-            duration.add_metric([name], result.duration_s)
+            success.add([name], 1.0 if result.ok else 0.0)
+            duration.add([name], result.duration_s)
     return [success, duration]
 
 
-def _process_families(processes: ProcessSnapshot | None) -> list[Metric]:
+def _process_families(processes: ProcessSnapshot | None) -> list[Family]:
     count = _gauge("processes", "The attempt's live processes, by role.", ["role"])
     rss = _gauge(
         "process_resident_memory_bytes", "Resident memory by role and TP rank.", ["role", "tp_rank"]
@@ -189,16 +188,16 @@ def _process_families(processes: ProcessSnapshot | None) -> list[Metric]:
         )
         seconds[info.role] += info.cpu_seconds
     for role in ROLES:
-        count.add_metric([role], by_role[role])
-        cpu.add_metric([role], seconds[role])
+        count.add([role], by_role[role])
+        cpu.add([role], seconds[role])
     for (role, rank), size in sorted(memory.items()):
-        rss.add_metric([role, rank], size)
-    zombies.add_metric([], sum(info.zombie for info in found))
-    reparented.add_metric([], sum(info.reparented for info in found))
+        rss.add([role, rank], size)
+    zombies.add([], sum(info.zombie for info in found))
+    reparented.add([], sum(info.reparented for info in found))
     return [count, rss, cpu, zombies, reparented]
 
 
-def _pool_families(progress: AttemptProgress | None) -> list[Metric]:
+def _pool_families(progress: AttemptProgress | None) -> list[Family]:
     kv = _gauge("kv_cache_tokens", "KV cache size in tokens, from the log.", ["tp_rank"])
     pools = _gauge(
         "memory_pool_bytes", "Memory pools allocated, from the log.", ["tp_rank", "pool"]
@@ -213,16 +212,16 @@ def _pool_families(progress: AttemptProgress | None) -> list[Metric]:
     for rank, pool in sorted((progress.ranks if progress else {}).items()):
         label = str(rank)
         if pool.kv_tokens is not None:
-            kv.add_metric([label], pool.kv_tokens)
+            kv.add([label], pool.kv_tokens)
         if pool.mamba_slots is not None or pool.kv_tokens is not None:
             # a pool sized without linear-attention state has zero slots, not an unknown
-            slots.add_metric([label], pool.mamba_slots or 0)
+            slots.add([label], pool.mamba_slots or 0)
         if pool.weights_bytes is not None:
-            weights.add_metric([label], pool.weights_bytes)
+            weights.add([label], pool.weights_bytes)
         for name, size in sorted(pool.pools.items()):
-            pools.add_metric([label, name], size)
+            pools.add([label, name], size)
         for milestone, size in sorted(pool.available.items()):
-            available.add_metric([label, milestone], size)
+            available.add([label, milestone], size)
     return [kv, pools, slots, weights, available]
 
 

@@ -6,6 +6,7 @@ import ctypes
 import json
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,9 @@ from pathlib import Path
 import psutil
 import pynvml
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.exposition import render
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden"
@@ -21,6 +25,22 @@ DATA = TESTS / "data"
 FAKE_NVML_SOURCE = TESTS / "fake_nvml" / "fake_nvml.c"
 GiB = 1 << 30
 CORPUS = Path(os.environ.get("SGLANG_SENTINEL_CORPUS", TESTS.parents[1] / "shared" / "corpus"))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now (the kernel's pick), on ``host``."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def exposed_samples(families) -> dict[str, list[tuple[dict, float]]]:
+    """Sample name -> [(labels, value)], as a scraper reads the families' exposition."""
+    out: dict[str, list[tuple[dict, float]]] = {}
+    for family in text_string_to_metric_families(render(families).decode()):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return out
 
 
 def load_labels(directory: Path) -> list[dict]:

@@ -240,7 +240,7 @@ def test_the_metric_names_are_what_the_collector_exports():
     gpus = GpuSnapshot(taken_at=None, success=True, duration_s=0.0, last_success_time=None)
     exported = set()
     for family in families(Snapshot(state=ServerState.STOPPED)) + gpu_families(gpus):
-        exported.add(family.name + ("_total" if family.type == "counter" else ""))
+        exported.add(family.exposed_name)
     assert exported - EXPORTED_METRICS == set(), "add them to tests/metric_names.py"
     assert EXPORTED_METRICS - exported == set(), "no longer exported: tests/metric_names.py"
 

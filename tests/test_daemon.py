@@ -26,6 +26,7 @@ from exporter.notify import Notifier
 from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.processes import ProcessIdentity
 from exporter.supervisor.states import ServerState
+from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,12 +63,6 @@ def write(
     path = tmp_path / "sentinel.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def metrics_answer(config) -> bool:

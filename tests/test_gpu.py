@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pynvml
 import pytest
-from prometheus_client import generate_latest
-from prometheus_client.registry import CollectorRegistry
 
+from exporter.exposition import render
 from exporter.telemetry.gpu import (
     FOREIGN,
     OURS,
@@ -40,7 +39,7 @@ from exporter.telemetry.gpu import (
     wait_gpu_released,
 )
 from exporter.telemetry.health import CollectorHealth, collector_families
-from tests.conftest import reset_pynvml
+from tests.conftest import exposed_samples, reset_pynvml
 from tests.metric_names import EXPORTED_METRICS
 
 GiB = 1 << 30
@@ -63,15 +62,6 @@ def wait_for(predicate: Callable[[], object], what: str, timeout_s: float = DEAD
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.01)
     return value
-
-
-def samples(families) -> dict[str, list[tuple[dict, float]]]:
-    """Sample name -> [(labels, value)], for asserting on families."""
-    out: dict[str, list[tuple[dict, float]]] = {}
-    for family in families:
-        for sample in family.samples:
-            out.setdefault(sample.name, []).append((sample.labels, sample.value))
-    return out
 
 
 @pytest.fixture
@@ -159,7 +149,7 @@ def test_memory_falls_back_to_v1(nvml, collectors, code):
         61 * GiB,
         80 * GiB,
     )
-    names = {s.name for f in gpu_families(snap) for s in f.samples}
+    names = set(exposed_samples(gpu_families(snap)))
     assert "sglang_sentinel_gpu_memory_reserved_bytes" not in names
 
 
@@ -193,7 +183,7 @@ def test_processes_attributed_to_roles_ranks_and_foreigners(nvml, collectors, sl
         ("launcher", ""): 500 * MiB,
         ("scheduler", "0"): 40 * GiB,
     }
-    got = samples(gpu_families(snap))
+    got = exposed_samples(gpu_families(snap))
     assert sorted(
         (labels["gpu"], labels["role"], labels["tp_rank"], value)
         for labels, value in got["sglang_sentinel_gpu_process_memory_bytes"]
@@ -354,7 +344,7 @@ def test_xid_events_counted_with_last_timestamp(nvml, collectors):
         (1, nvml.uuid(1), 48, 1),
     ]
     assert all(before <= x.last_time <= time.time() for x in xids)
-    got = samples(gpu_families(collector.snapshot()))
+    got = exposed_samples(gpu_families(collector.snapshot()))
     assert got["sglang_sentinel_gpu_xid_errors_total"] == [
         ({"gpu": "0", "uuid": nvml.uuid(0), "xid": "79"}, 2),
         ({"gpu": "1", "uuid": nvml.uuid(1), "xid": "48"}, 1),
@@ -419,7 +409,9 @@ def test_library_not_found_then_installed(nvml, collectors, monkeypatch):
     assert snap.nvml_absent and snap.devices == () and snap.last_success_time is None
     assert snap.xid_error == "XID events: NVML Shared Library Not Found"
     # The daemon's side: reading and exporting never raise, and there is no last success.
-    got = samples(gpu_families(collector.snapshot()) + collector_families({"gpu": snap.health}))
+    got = exposed_samples(
+        gpu_families(collector.snapshot()) + collector_families({"gpu": snap.health})
+    )
     assert got["sglang_sentinel_collector_success"] == [({"collector": "gpu"}, 0.0)]
     assert "sglang_sentinel_collector_last_success_timestamp_seconds" not in got
     assert "sglang_sentinel_gpu_info" not in got
@@ -593,7 +585,7 @@ def test_gpu_families():
     families = gpu_families(SNAPSHOT)
     assert {f.name for f in families} == GPU_FAMILIES
     assert {f.name: f.type for f in families}["sglang_sentinel_gpu_xid_errors"] == "counter"
-    got = samples(families)
+    got = exposed_samples(families)
     a, b = {"gpu": "0", "uuid": "GPU-a"}, {"gpu": "1", "uuid": "GPU-b"}
     assert got["sglang_sentinel_gpu_info"] == [
         ({**a, "name": "NVIDIA H200"}, 1),
@@ -615,7 +607,7 @@ def test_gpu_families():
 
 def test_failed_snapshot_exports_no_device_data_but_keeps_xid_counts():
     snap = GpuSnapshot(1.0, False, 0.1, None, error="nvmlInit: x", xids=SNAPSHOT.xids)
-    got = samples(gpu_families(snap))
+    got = exposed_samples(gpu_families(snap))
     assert set(got) == {
         "sglang_sentinel_gpu_xid_errors_total",
         "sglang_sentinel_gpu_xid_last_timestamp_seconds",
@@ -623,7 +615,7 @@ def test_failed_snapshot_exports_no_device_data_but_keeps_xid_counts():
 
 
 def test_collector_families():
-    got = samples(
+    got = exposed_samples(
         collector_families(
             {
                 "gpu": CollectorHealth(True, 0.004, 1_700_000_010.0),
@@ -650,13 +642,7 @@ def test_collector_families():
 
 
 def exposition(snap: GpuSnapshot) -> bytes:
-    class Families:
-        def collect(self):
-            return gpu_families(snap) + collector_families({"gpu": snap.health})
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(Families())
-    return generate_latest(registry)
+    return render(gpu_families(snap) + collector_families({"gpu": snap.health}))
 
 
 def promtool_check(text: bytes) -> None:

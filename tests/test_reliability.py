@@ -42,7 +42,7 @@ from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.processes import ProcessIdentity
 from exporter.supervisor.states import ServerState
 from exporter.telemetry.probes import ProbeCollector
-from tests.conftest import live_in_sessions
+from tests.conftest import free_port, live_in_sessions
 from tests.programs.fake_sglang import READY_LINE
 from tests.test_tailer import ROTATIONS, RotatingWriter
 
@@ -59,12 +59,6 @@ SECRET_TOKEN = "hf_SECRET-9b3d77a1c5e0"
 def toml(value: object) -> str:
     """A TOML value: JSON's strings, numbers, booleans and arrays are valid TOML."""
     return json.dumps(value)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def write_config(

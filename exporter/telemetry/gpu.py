@@ -31,8 +31,9 @@ from pathlib import Path
 
 import psutil
 import pynvml
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from exporter import exposition
+from exporter.exposition import Family
 from exporter.telemetry.health import NAMESPACE, CollectorHealth
 
 __all__ = [
@@ -639,11 +640,11 @@ def _holders(
 # --- metric families -----------------------------------------------------------------------------
 
 
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(f"{NAMESPACE}_{name}", doc, labels=labels)
+def _gauge(name: str, doc: str, labels: list[str]) -> Family:
+    return exposition.gauge(f"{NAMESPACE}_{name}", doc, labels)
 
 
-def gpu_families(snapshot: GpuSnapshot) -> list[Metric]:
+def gpu_families(snapshot: GpuSnapshot) -> list[Family]:
     """The GPU metric families of one snapshot; pure, so scrapes never touch NVML."""
     device_labels = ["gpu", "uuid"]
     info = _gauge("gpu_info", "A GPU NVML reports; always 1.", ["gpu", "uuid", "name"])
@@ -668,25 +669,25 @@ def gpu_families(snapshot: GpuSnapshot) -> list[Metric]:
     )
     for device in snapshot.devices:
         labels = [str(device.index), device.uuid]
-        info.add_metric([*labels, device.name], 1)
-        total.add_metric(labels, device.total_bytes)
-        used.add_metric(labels, device.used_bytes)
-        free.add_metric(labels, device.free_bytes)
+        info.add([*labels, device.name], 1)
+        total.add(labels, device.total_bytes)
+        used.add(labels, device.used_bytes)
+        free.add(labels, device.free_bytes)
         if device.reserved_bytes is not None:
-            reserved.add_metric(labels, device.reserved_bytes)
+            reserved.add(labels, device.reserved_bytes)
         for (role, rank), size in sorted(device.role_bytes().items()):
-            process.add_metric([*labels, role, rank], size)
-        foreign.add_metric(labels, device.foreign_bytes)
-        unknown.add_metric(labels, device.unknown_bytes)
+            process.add([*labels, role, rank], size)
+        foreign.add(labels, device.foreign_bytes)
+        unknown.add(labels, device.unknown_bytes)
     xid_labels = [*device_labels, "xid"]
-    xids = CounterMetricFamily(
-        f"{NAMESPACE}_gpu_xid_errors", "XID critical errors NVML reported.", labels=xid_labels
+    xids = exposition.counter(
+        f"{NAMESPACE}_gpu_xid_errors", "XID critical errors NVML reported.", xid_labels
     )
     last = _gauge(
         "gpu_xid_last_timestamp_seconds", "When the last XID of each kind came.", xid_labels
     )
     for x in snapshot.xids:
         labels = [str(x.gpu), x.uuid, str(x.xid)]
-        xids.add_metric(labels, x.count)
-        last.add_metric(labels, x.last_time)
+        xids.add(labels, x.count)
+        last.add(labels, x.last_time)
     return [info, total, used, free, reserved, process, foreign, unknown, xids, last]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from exporter.exposition import Family, gauge
 
 # exporter.metrics holds the same name; not imported from there, since it imports these modules.
 NAMESPACE = "sglang_sentinel"
@@ -21,26 +21,26 @@ class CollectorHealth:
     error: str | None = None  # short text, for logs and the snapshot; never a label
 
 
-def collector_families(healths: Mapping[str, CollectorHealth]) -> list[Metric]:
+def collector_families(healths: Mapping[str, CollectorHealth]) -> list[Family]:
     """The health of every collector, labelled by its name (a closed set: our collectors)."""
-    success = GaugeMetricFamily(
+    success = gauge(
         f"{NAMESPACE}_collector_success",
         "1 when the collector's last collection succeeded.",
-        labels=["collector"],
+        ["collector"],
     )
-    duration = GaugeMetricFamily(
+    duration = gauge(
         f"{NAMESPACE}_collector_duration_seconds",
         "How long the collector's last collection took.",
-        labels=["collector"],
+        ["collector"],
     )
-    last = GaugeMetricFamily(
+    last = gauge(
         f"{NAMESPACE}_collector_last_success_timestamp_seconds",
         "When the collector last succeeded; absent while it never has.",
-        labels=["collector"],
+        ["collector"],
     )
     for name, health in sorted(healths.items()):
-        success.add_metric([name], 1.0 if health.success else 0.0)
-        duration.add_metric([name], health.duration_s)
+        success.add([name], 1.0 if health.success else 0.0)
+        duration.add([name], health.duration_s)
         if health.last_success_time is not None:
-            last.add_metric([name], health.last_success_time)
+            last.add([name], health.last_success_time)
     return [success, duration, last]

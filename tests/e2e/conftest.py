@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -20,6 +19,7 @@ from exporter.sglang_cpu.install import SGLangRuntime, default_cache_dir, ensure
 from exporter.sglang_cpu.models import write_tiny_model
 from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.states import ServerState
+from tests.conftest import free_port
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -41,12 +41,6 @@ def models(runtime: SGLangRuntime) -> dict[str, Path]:
     return {
         size: write_tiny_model(root / f"qwen2-{size}", runtime, size) for size in ("tiny", "large")
     }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def toml_value(value: object) -> str:

@@ -22,9 +22,9 @@ import pytest
 from exporter.config import MetricsListen
 from exporter.supervisor.processes import describe
 from exporter.supervisor.states import ServerState
-from tests.conftest import GiB
+from tests.conftest import GiB, free_port
 from tests.dashboard_tools import dashboard_queries
-from tests.e2e.conftest import free_port, write_config
+from tests.e2e.conftest import write_config
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "alerts" / "sglang-sentinel.rules.yml"

@@ -11,7 +11,8 @@ import httpx
 from exporter.history import History
 from exporter.supervisor.processes import ProcessIdentity, describe
 from exporter.supervisor.states import ServerState
-from tests.e2e.conftest import free_port, write_config
+from tests.conftest import free_port
+from tests.e2e.conftest import write_config
 
 
 def value(samples, name, **labels) -> float | None:
