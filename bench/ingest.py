@@ -55,7 +55,7 @@ class OurRun:
 def ingest(path: Path, lines: int, version: str = "0.5.9", timeout_s: float = 1800.0) -> OurRun:
     """Bytes on disk to values ready for /metrics, through the daemon's tailer and callback."""
     follower = Follower(version)
-    reader = follower.reader
+    reader = follower.log.reader
     done = threading.Event()
 
     def on_lines(batch: list[str]) -> None:  # as Daemon._follow's on_lines
@@ -71,8 +71,8 @@ def ingest(path: Path, lines: int, version: str = "0.5.9", timeout_s: float = 18
     tailer.stop()
     if not finished:
         raise RuntimeError(f"read {reader.stats.lines} of {lines} lines in {timeout_s} s")
-    follower.progress.apply(reader.close())
-    return OurRun(seconds, cpu, reader, follower.progress)
+    follower.log.progress.apply(reader.close())
+    return OurRun(seconds, cpu, reader, follower.log.progress)
 
 
 @dataclass

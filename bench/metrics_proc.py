@@ -21,10 +21,9 @@ import threading
 import time
 from collections import Counter
 
-from exporter.logs.reader import LogReader
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot, serve
-from exporter.supervisor.daemon import DOOMED_BY, _copy_progress
+from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.processes import ProcessIdentity
 from exporter.supervisor.progress import AttemptProgress, RankPools, RuntimeStats, Step
 from exporter.supervisor.states import ServerState
@@ -54,29 +53,19 @@ AVAILABLE_GIB = {
 
 
 class Follower:
-    """Daemon._follow's on_lines and what it keeps: LogReader -> AttemptProgress under a
-    lock, the matched/unknown line counts, the first doom line, the last line's time."""
+    """Daemon._follow's on_lines and what it keeps: the attempt's AttemptLog fed under a
+    lock, and the matched/unknown line counts."""
 
     def __init__(self, version: str = "0.5.9") -> None:
-        self.reader = LogReader(version, keep_lines=False)
-        self.progress = AttemptProgress()
+        self.log = AttemptLog(version)
         self.lock = threading.Lock()
         self.counts: Counter[bool] = Counter()
-        self.doomed_by: str | None = None
-        self.last_line_at: float | None = None
 
     def on_lines(self, lines: list[str]) -> None:
         with self.lock:
-            stats = self.reader.stats
-            matched, unknown = stats.matched, stats.unknown
-            events = self.reader.feed(lines)
-            self.progress.apply(events)
-            self.counts[True] += stats.matched - matched
-            self.counts[False] += stats.unknown - unknown
-            doom = next((e for e in events if e.kind in DOOMED_BY), None)
-            if doom is not None and self.doomed_by is None:
-                self.doomed_by = doom.line.raw.strip()
-            self.last_line_at = time.time()
+            fed = self.log.feed(lines)
+            self.counts[True] += fed.matched
+            self.counts[False] += fed.unknown
 
 
 def pipeline(log_path: str) -> tuple[LogTailer, callable]:
@@ -89,9 +78,9 @@ def pipeline(log_path: str) -> tuple[LogTailer, callable]:
                 profile="default",
                 profile_index=0,
                 attempts_total=1,
-                progress=_copy_progress(follower.progress),
+                progress=follower.log.progress.copy(),
                 log_lines=dict(follower.counts),
-                last_line_time=follower.last_line_at,
+                last_line_time=follower.log.last_line_at,
             )
 
     return LogTailer(log_path, follower.on_lines, start_at_end=False), snapshot
@@ -185,7 +174,7 @@ def main(argv: list[str]) -> int:
 
         def snapshot() -> Snapshot:  # copied under a lock, as the daemon does per scrape
             with lock:
-                progress = _copy_progress(state.progress)
+                progress = state.progress.copy()
             return Snapshot(**{**state.__dict__, "progress": progress})
 
     else:

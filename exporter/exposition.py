@@ -10,6 +10,8 @@ counters named ``_total`` in HELP, TYPE and samples), same gzip negotiation.
 from __future__ import annotations
 
 import gzip
+import os
+import selectors
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from socketserver import ThreadingMixIn
@@ -89,7 +91,35 @@ def render(families: Iterable[Family]) -> bytes:
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    """Sleeps until a scrape or ``shutdown()``: socketserver's own loop wakes every 0.5 s to
+    look for a shutdown request, ~0.02% of a core for nothing in a daemon that idles."""
+
     daemon_threads = True  # a slow scraper never holds up the daemon's exit
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._wake_fds = os.pipe()  # (read, write)
+        self._stopped = threading.Event()
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)
+                selector.register(self._wake_fds[0], selectors.EVENT_READ)
+                while not any(key.fd == self._wake_fds[0] for key, _ in selector.select()):
+                    self._handle_request_noblock()  # what socketserver's loop calls
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        os.write(self._wake_fds[1], b"\0")
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        super().server_close()
+        fds, self._wake_fds = self._wake_fds, ()  # server_close may come twice
+        for fd in fds:
+            os.close(fd)
 
 
 class _QuietHandler(WSGIRequestHandler):

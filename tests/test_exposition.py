@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import math
+import threading
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -115,16 +118,44 @@ def test_a_sample_with_the_wrong_number_of_label_values_is_refused():
     assert family.lines == []
 
 
+def up() -> list:
+    family = gauge("sglang_sentinel_server_up", "Up.")
+    family.add([], 1)
+    return [family]
+
+
 @pytest.fixture
 def metrics_server():
     port = free_port()
-    family = gauge("sglang_sentinel_server_up", "Up.")
-    family.add([], 1)
-    server, thread = serve("127.0.0.1", port, lambda: [family])
+    server, thread = serve("127.0.0.1", port, up)
     yield f"http://127.0.0.1:{port}"
     server.shutdown()
     server.server_close()
     thread.join(timeout=5)
+
+
+def context_switches(thread: threading.Thread) -> int:
+    """How often the kernel has switched the thread out (voluntarily or not), so far."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches:" in line)
+
+
+def test_the_server_sleeps_while_nobody_scrapes_and_stops_at_once():
+    """No periodic wake-up (socketserver's loop would wake twice a second): the serving
+    thread is not scheduled at all over 1.5 idle seconds; shutdown() still ends it."""
+    port = free_port()
+    server, thread = serve("127.0.0.1", port, up)
+    with httpx.Client(trust_env=False) as client:
+        assert client.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
+    time.sleep(0.2)
+    before = context_switches(thread)
+    time.sleep(1.5)
+    assert context_switches(thread) == before
+    started = time.monotonic()
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+    assert not thread.is_alive() and time.monotonic() - started < 5.0
 
 
 def test_metrics_served_plain_or_gzipped_as_the_scraper_asks(metrics_server):

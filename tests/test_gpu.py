@@ -24,6 +24,7 @@ import pytest
 
 from exporter.exposition import render
 from exporter.telemetry.gpu import (
+    ABSENT_RETRY_INTERVALS,
     FOREIGN,
     OURS,
     UNKNOWN,
@@ -421,6 +422,42 @@ def test_library_not_found_then_installed(nvml, collectors, monkeypatch):
     snap = successful(collector)
     assert len(snap.devices) == 2 and snap.error is None
     wait_for(lambda: collector.snapshot().xid_devices == (0, 1), "XID registration")
+
+
+class RecordingEvent(threading.Event):
+    """A stop event that records how long each wait on it was asked to be."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        return super().wait(timeout)
+
+
+def test_no_library_is_retried_a_dozen_intervals_apart(nvml, collectors, monkeypatch):
+    """A missing library does not appear in a running container: each retry (a dlopen per
+    thread) waits ABSENT_RETRY_INTERVALS intervals; a failure of a present NVML does not."""
+
+    def no_library(name, *args, **kwargs):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    pynvml.nvmlLib = None
+    monkeypatch.setattr(pynvml, "CDLL", no_library)
+    collector = collectors(start=False)
+    collector._stopping = stopping = RecordingEvent()
+    collector.start()
+    wait_for(lambda: len(stopping.waits) >= 2, "both threads waiting")
+    assert set(stopping.waits) == {INTERVAL_S * ABSENT_RETRY_INTERVALS}
+    collector.stop()
+    nvml.fail("nvmlDeviceGetCount", pynvml.NVML_ERROR_GPU_IS_LOST)
+    monkeypatch.setattr(pynvml, "CDLL", lambda name, *a, **k: nvml.lib)
+    lost = collectors(start=False)
+    lost._stopping = stopping = RecordingEvent()
+    lost.start()
+    wait_for(lambda: len(stopping.waits) >= 2, "both threads waiting")
+    assert set(stopping.waits) == {INTERVAL_S}
 
 
 def test_driver_not_loaded_then_recovers(nvml, collectors):

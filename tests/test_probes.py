@@ -19,8 +19,11 @@ class SGLangLike(http.server.BaseHTTPRequestHandler):
     state: ClassVar[dict] = {"health": 200, "generated": 10.0}  # what the server answers
 
     def do_GET(self) -> None:
+        self.state.setdefault("asked", []).append(self.path)
         if self.path == "/health":
             self._send(self.state["health"], b"")
+        elif self.path == "/server_info" and self.state.get("server_info", 200) != 200:
+            self._send(self.state["server_info"], b"")
         elif self.path == "/server_info":
             self._send(200, json.dumps({"max_total_num_tokens": 4096, "version": "0.5.9"}).encode())
         elif self.path == "/v1/loads":
@@ -67,6 +70,27 @@ def test_probes_read_health_pool_and_load(server):
     }
     assert (snap.max_total_num_tokens, snap.running_requests, snap.waiting_requests) == (4096, 2, 3)
     assert snap.health_failing_since is None and snap.health.success
+    probes.stop()
+
+
+def test_server_info_is_asked_until_it_answers_once_per_server(server):
+    """What /server_info reports is fixed at startup: asked again only while it fails, and
+    for each new target; its last answer stays in every snapshot."""
+    probes = ProbeCollector()
+    probes.target(server)
+    SGLangLike.state["server_info"] = 503
+    assert not probes.collect().results["server_info"].ok
+    SGLangLike.state["server_info"] = 200
+    answered = probes.collect()
+    again = probes.collect()
+    assert again.results["server_info"] == answered.results["server_info"]
+    assert again.results["server_info"].ok and again.max_total_num_tokens == 4096
+    assert SGLangLike.state["asked"].count("/server_info") == 2
+    assert SGLangLike.state["asked"].count("/health") == 3  # health and loads every time
+    assert SGLangLike.state["asked"].count("/v1/loads") == 3
+    probes.target(server)  # a new attempt's server
+    assert probes.collect().results["server_info"].ok
+    assert SGLangLike.state["asked"].count("/server_info") == 3
     probes.stop()
 
 

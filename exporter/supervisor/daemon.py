@@ -24,12 +24,14 @@ from exporter.diagnosis.classify import Classification, Outcome, classify
 from exporter.diagnosis.planner import Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.history import AttemptRecord, History, HistoryWriteError
-from exporter.logs.events import Event, EventKind
-from exporter.logs.reader import LogReader, read_log, read_log_file
+from exporter.logs.events import Event
+from exporter.logs.reader import read_log, read_log_file
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
 from exporter.redact import mask_text, redact_command, secret_values
+from exporter.supervisor.attempt_log import AttemptLog
+from exporter.supervisor.exits import ExitWatch
 from exporter.supervisor.flags import read_known_flags, unknown_flags
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.processes import (
@@ -41,7 +43,7 @@ from exporter.supervisor.processes import (
     spawn,
     wait_port_free,
 )
-from exporter.supervisor.progress import AttemptProgress, Step
+from exporter.supervisor.progress import Step
 from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
 from exporter.supervisor.states import ServerState, check_transition
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
@@ -50,18 +52,17 @@ from exporter.telemetry.processes import ProcessCollector, role_of
 
 log = logging.getLogger("sglang_sentinel")
 
-# The loop is woken by what matters (the launcher's exit, a ready or fatal log line, a
-# signal); the tick only paces timeouts, probes and the watchdog, so it can be slow.
+# The loop is woken by what matters (a watched process's exit, a ready or fatal log line,
+# a probe result, a signal); the tick only paces timeouts, the startup scan for SGLang's
+# children and the watchdog, so it can be slow, and slower still while serving.
 TICK_S = 1.0
+SERVING_TICK_S = 5.0
 TAIL_POLL_S = 2.0  # inotify wakes the tailer; this poll is only its safety net
 PORT_WAIT_S = 10.0
 MEMBER_SCAN_S = 1.0
 # A member that vanished gets this long for the launcher to notice and exit by itself
 # (SGLang's own crash path) before the daemon calls it lost.
 LOST_MEMBER_GRACE_S = 3.0
-# Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
-# and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
-DOOMED_BY = frozenset({EventKind.BIND_FAILED})
 ATTEMPT_MARKER = "SGLANG_SENTINEL_ATTEMPT"  # in each launch's environment: "<state_dir>:<id>"
 
 
@@ -75,15 +76,11 @@ class Attempt:
     log_path: Path
     started_at: float
     processes: AttemptProcesses
-    progress: AttemptProgress
-    reader: LogReader
+    log: AttemptLog  # what its log has said so far
     tailer: LogTailer | None = None
     ready_at: float | None = None
-    log_ready_at: float | None = None  # when the log said "ready to roll"
-    last_line_at: float = 0.0
     probe_seen: float = 0.0  # taken_at of the last probe snapshot acted on
     tokens_checked: bool = False  # /server_info cross-checked against the log
-    doomed_by: str | None = None  # the line after which the attempt cannot recover
     titled: dict[ProcessIdentity, str] = field(default_factory=dict)  # sglang:: members
     scanned_at: float = 0.0
     member_lost: tuple[str, float] | None = None  # (description, when noticed)
@@ -100,7 +97,7 @@ class Daemon:
         self._notifier = notifier or Notifier.disabled()
         self._clock = clock
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._exits = ExitWatch()  # the loop sleeps here: exits, signals, news wake it
         self._stop_requested = False
         self._reload_requested = False
         self.history = History(config.paths.state_dir)
@@ -119,7 +116,7 @@ class Daemon:
         self._patches: dict[int, Remedy] = {}  # profile index -> automatic changes so far
         self._last_id = 0
         self._remedies: Counter[str] = Counter()
-        self.probes = ProbeCollector(config.policy.health_interval_s)
+        self.probes = ProbeCollector(config.policy.health_interval_s, on_snapshot=self._exits.wake)
         self.processes = ProcessCollector(lambda: self.attempt.processes if self.attempt else None)
         self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
         self.gave_up_reason: str | None = None
@@ -128,11 +125,11 @@ class Daemon:
     # --- outside world -------------------------------------------------------------
     def request_stop(self) -> None:
         self._stop_requested = True
-        self._wake.set()
+        self._exits.wake()
 
     def request_reload(self) -> None:
         self._reload_requested = True
-        self._wake.set()
+        self._exits.wake()
 
     def snapshot(self) -> Snapshot:
         with self._lock:
@@ -151,9 +148,9 @@ class Daemon:
                 failures=dict(self._failures),
                 last_failure_time=dict(self._last_failure),
                 startup_duration_s=self._startup_s,
-                progress=_copy_progress(attempt.progress) if attempt else None,
+                progress=attempt.log.progress.copy() if attempt else None,
                 log_lines=dict(self._log_lines),
-                last_line_time=attempt.last_line_at if attempt and attempt.last_line_at else None,
+                last_line_time=attempt.log.last_line_at if attempt else None,
                 hangs=self._hangs,
                 remedies=dict(self._remedies),
                 probes=self.probes.snapshot(),
@@ -171,8 +168,7 @@ class Daemon:
             self._resume_from_history()
             self._notifier.ready(self._status_text())
             while not self._stop_requested:
-                self._wake.wait(self._until_next_tick())
-                self._wake.clear()
+                self._noticed(self._exits.wait(self._until_next_tick()))
                 if self._reload_requested:
                     self._notifier.reloading("reloading config")
                     self._reload()
@@ -184,11 +180,17 @@ class Daemon:
             self.probes.stop()
             self.processes.stop()
             self.gpus.stop()
+            self._exits.close()
         return 0
 
     def _until_next_tick(self) -> float:
         if self.state is ServerState.BACKOFF and self._backoff_until is not None:
             return max(0.0, min(TICK_S, self._backoff_until - self._clock()))
+        if self.state in (ServerState.READY, ServerState.UNHEALTHY):
+            lost = self.attempt.member_lost if self.attempt else None
+            if lost is not None:  # wake when its grace ends
+                return max(0.0, min(SERVING_TICK_S, lost[1] + LOST_MEMBER_GRACE_S - self._clock()))
+            return SERVING_TICK_S
         return TICK_S
 
     def tick(self) -> None:
@@ -209,8 +211,10 @@ class Daemon:
             return
         if not attempt.processes.leader_running():
             self._end(Outcome(exit_code=attempt.processes.exit_code()))
-        elif attempt.doomed_by is not None:
-            log.warning("attempt %d: cannot recover after: %s", attempt.number, attempt.doomed_by)
+        elif attempt.log.doomed_by is not None:
+            log.warning(
+                "attempt %d: cannot recover after: %s", attempt.number, attempt.log.doomed_by
+            )
             self._end(Outcome())
         elif (lost := self._lost_member(attempt, now)) is not None:
             self._end(Outcome(lost_process=lost))
@@ -218,11 +222,11 @@ class Daemon:
             if now - attempt.started_at > self.config.policy.startup_timeout_s:
                 evidence = (
                     f"not serving {now - attempt.started_at:.0f} s after launch (startup "
-                    f"timeout); the log stopped at step '{attempt.progress.step.label}'"
+                    f"timeout); the log stopped at step '{attempt.log.progress.step.label}'"
                 )
                 log.warning("attempt %d: %s", attempt.number, evidence)
                 self._hung(Outcome(stalled=True, stall_evidence=evidence))
-            elif attempt.progress.ready:
+            elif attempt.log.progress.ready:
                 self._watch_health(attempt, now)
         else:
             self._watch_health(attempt, now)
@@ -289,11 +293,9 @@ class Daemon:
             self._not_launched(number, index, command, log_path, started, str(error))
             return
         leader = identify(popen.pid) or ProcessIdentity(popen.pid, started)
-        # Wake the loop the moment the launcher exits: a crash is decided in milliseconds,
+        # The loop wakes the moment the launcher exits: a crash is decided in milliseconds,
         # not at the next tick.
-        threading.Thread(
-            target=lambda: (popen.wait(), self._wake.set()), name="sentinel-exit", daemon=True
-        ).start()
+        self._exits.watch(leader)
         attempt = Attempt(
             number=number,
             profile_index=index,
@@ -301,8 +303,7 @@ class Daemon:
             log_path=log_path,
             started_at=started,
             processes=AttemptProcesses(leader, popen),
-            progress=AttemptProgress(),
-            reader=LogReader(config.sglang.version, keep_lines=False),
+            log=AttemptLog(config.sglang.version, self._clock),
         )
         _point_current(log_dir, log_path)
         self._record(
@@ -355,20 +356,11 @@ class Daemon:
     def _follow(self, attempt: Attempt, start_at_end: bool) -> None:
         def on_lines(lines: list[str]) -> None:
             with self._lock:
-                stats = attempt.reader.stats
-                matched, unknown = stats.matched, stats.unknown
-                events = attempt.reader.feed(lines)
-                attempt.progress.apply(events)
-                self._log_lines[True] += stats.matched - matched
-                self._log_lines[False] += stats.unknown - unknown
-                doom = next((e for e in events if e.kind in DOOMED_BY), None)
-                if doom is not None and attempt.doomed_by is None:
-                    attempt.doomed_by = doom.line.raw.strip()
-                attempt.last_line_at = self._clock()
-                if attempt.progress.ready and attempt.log_ready_at is None:
-                    attempt.log_ready_at = attempt.last_line_at
-            if attempt.log_ready_at or attempt.doomed_by:
-                self._wake.set()
+                fed = attempt.log.feed(lines)
+                self._log_lines[True] += fed.matched
+                self._log_lines[False] += fed.unknown
+            if fed.turned:  # ready or doomed: the loop acts on it now, not at its next tick
+                self._exits.wake()
 
         attempt.tailer = LogTailer(
             attempt.log_path, on_lines, start_at_end=start_at_end, poll_interval=TAIL_POLL_S
@@ -406,7 +398,7 @@ class Daemon:
     def _watch_health(self, attempt: Attempt, now: float) -> None:
         """Act on a new probe snapshot: ready, unhealthy, recovered, or hung."""
         probes = self.probes.snapshot()
-        if self.state is ServerState.STARTING and probes.taken_at < (attempt.log_ready_at or now):
+        if self.state is ServerState.STARTING and probes.taken_at < (attempt.log.ready_at or now):
             self.probes.request()  # the log says ready: confirm over HTTP now
             return
         if probes.taken_at <= attempt.probe_seen:
@@ -457,8 +449,8 @@ class Daemon:
             detail = f"HTTP {last.status}" if last and last.status else (last.error if last else "")
             failing = now - probes.health_failing_since
             return f"health probes failing for {failing:.0f} s (last: {detail})"
-        waiting = probes.waiting_requests or attempt.progress.runtime.queued_requests or 0
-        silent = now - (attempt.last_line_at or attempt.started_at)
+        waiting = probes.waiting_requests or attempt.log.progress.runtime.queued_requests or 0
+        silent = now - (attempt.log.last_line_at or attempt.started_at)
         # With --enable-metrics, a generated-token counter that still moves is progress.
         moving = probes.generated_changed_at is not None and (
             now - probes.generated_changed_at < timeout
@@ -470,7 +462,7 @@ class Daemon:
 
     def _cross_check(self, attempt: Attempt, reported: int | None) -> None:
         """SGLang's /server_info and its log must agree on the pool; say so once if not."""
-        logged = attempt.progress.max_total_num_tokens
+        logged = attempt.log.progress.max_total_num_tokens
         if attempt.tokens_checked or reported is None or logged is None:
             return
         attempt.tokens_checked = True
@@ -493,23 +485,31 @@ class Daemon:
         if attempt.member_lost is not None:
             description, noticed = attempt.member_lost
             return description if now - noticed >= LOST_MEMBER_GRACE_S else None
-        if now - attempt.scanned_at < MEMBER_SCAN_S:
-            return None
-        attempt.scanned_at = now
-        # SGLang starts its children during startup: scan the system for them then. Once it
-        # serves, the known children are checked pid by pid (a scan a second costs CPU).
-        if self.state is ServerState.STARTING:
-            for member in attempt.processes.refresh():
-                if member not in attempt.titled:
-                    role, _rank = role_of(describe(member).get("cmdline") or "", False)
-                    if role in ("scheduler", "detokenizer"):
-                        attempt.titled[member] = f"sglang::{role}"
-        for member, title in attempt.titled.items():
-            if not member.alive():
-                attempt.member_lost = (f"{title} (pid {member.pid})", now)
-                log.warning("attempt %d: %s is gone", attempt.number, title)
-                break
+        # SGLang starts its children during startup: scan the system for them then, once a
+        # second, and watch each for its exit (see _noticed).
+        if self.state is ServerState.STARTING and now - attempt.scanned_at >= MEMBER_SCAN_S:
+            attempt.scanned_at = now
+            self._watch_members(attempt)
         return None
+
+    def _watch_members(self, attempt: Attempt) -> None:
+        """Find the attempt's schedulers and detokenizer and watch each for its exit."""
+        for member in attempt.processes.refresh():
+            if member not in attempt.titled:
+                role, _rank = role_of(describe(member).get("cmdline") or "", False)
+                if role in ("scheduler", "detokenizer"):
+                    attempt.titled[member] = f"sglang::{role}"
+                    self._exits.watch(member)
+
+    def _noticed(self, gone: list[ProcessIdentity]) -> None:
+        """Watched processes that exited: a scheduler's or detokenizer's exit starts the
+        lost-member grace (the launcher's own exit is seen by the tick)."""
+        attempt = self.attempt
+        for identity in gone:
+            title = attempt.titled.get(identity) if attempt else None
+            if title is not None and attempt.member_lost is None:
+                attempt.member_lost = (f"{title} (pid {identity.pid})", self._clock())
+                log.warning("attempt %d: %s is gone", attempt.number, title)
 
     # --- ending -----------------------------------------------------------------------------
     def _end(self, outcome: Outcome, stopped_by: str | None = None) -> None:
@@ -526,6 +526,7 @@ class Daemon:
             )
         if attempt.tailer is not None:
             attempt.tailer.stop()
+        self._exits.forget_all()
         self.probes.target(None)
         self._wait_gpus_released(attempt)
         if outcome.exit_code is None and not outcome.stalled:
@@ -602,7 +603,7 @@ class Daemon:
                 "exit_code": exit_code,
                 "signal": -exit_code if exit_code is not None and exit_code < 0 else None,
                 "phase": result.phase.value if result.phase else None,
-                "phase_reached": attempt.progress.step.label if attempt else None,
+                "phase_reached": attempt.log.progress.step.label if attempt else None,
                 "failure_class": failure_class.value,
                 "root_cause_line": result.root_cause_line,
                 "diagnosis": result.diagnosis,
@@ -804,8 +805,7 @@ class Daemon:
             log_path=log_path or self.config.paths.log_dir / f"attempt-{record.attempt:06d}.log",
             started_at=record.started_at or self._clock(),
             processes=AttemptProcesses(leader),
-            progress=AttemptProgress(),
-            reader=LogReader(self.config.sglang.version, keep_lines=False),
+            log=AttemptLog(self.config.sglang.version, self._clock),
             ready_at=record.ready_at,
         )
         self._last_id = max(self._last_id, record.attempt)
@@ -815,12 +815,10 @@ class Daemon:
         if attempt.log_path.exists():
             replayed = read_log(read_log_file(attempt.log_path), self.config.sglang.version)[1]
             with self._lock:
-                attempt.progress.apply(replayed)
-                if attempt.progress.ready and attempt.log_ready_at is None:
-                    attempt.log_ready_at = self._clock()
+                attempt.log.replay(replayed)
         # Had it said it was ready before this daemon came? A ready line that arrives while
         # the probe below runs is a server becoming ready, not one gone bad.
-        was_ready = attempt.progress.ready
+        was_ready = attempt.log.progress.ready
         self.probes.target(server_url(self._args(index)))
         health = self.probes.collect().results.get("health")
         healthy = health is not None and health.ok
@@ -836,6 +834,8 @@ class Daemon:
             self._launch(index, "adopted server was unhealthy")
             return
         log.info("attempt %d: adopted the running server (pid %d)", record.attempt, leader.pid)
+        self._exits.watch(leader)
+        self._watch_members(attempt)
         if healthy and attempt.ready_at is None:
             # It became ready while no daemon watched: record it, or healthy_reset_s and
             # served_s would count from this adoption.
@@ -983,21 +983,6 @@ def _session_of(pid: int) -> int | None:
 
 def _int_or_zero(text: str) -> int:
     return int(text) if text.isdigit() else 0
-
-
-def _copy_progress(progress: AttemptProgress) -> AttemptProgress:
-    return AttemptProgress(
-        step=progress.step,
-        ready=progress.ready,
-        ranks={
-            rank: replace(pools, pools=dict(pools.pools), available=dict(pools.available))
-            for rank, pools in progress.ranks.items()
-        },
-        max_total_num_tokens=progress.max_total_num_tokens,
-        max_running_requests=progress.max_running_requests,
-        runtime=replace(progress.runtime),
-        sglang_format=progress.sglang_format,
-    )
 
 
 def _host_port(args: dict) -> tuple[str, int]:

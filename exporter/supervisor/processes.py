@@ -174,7 +174,15 @@ class AttemptProcesses:
                 # The session grows only by fork from a live member: with none seen alive
                 # twice it is over for good, and its id may yet go to a stranger's session.
                 return []
-        found = [m for pid in psutil.pids() if (m := self._session_member(pid)) is not None]
+        # A pid held by a live known member (identity-checked) cannot be a new member: only
+        # the other pids need identifying, two reads of /proc each.
+        live = self.alive()
+        held = {member.pid for member in live}
+        found = [
+            m
+            for pid in psutil.pids()
+            if pid not in held and (m := self._session_member(pid)) is not None
+        ]
         holder = identify(self.session_id)
         if holder is not None and holder != self.leader:
             # The kernel reuses a pid only once no process has it as session id either: if a
@@ -183,8 +191,7 @@ class AttemptProcesses:
             found = []
         with self._lock:
             self._known.update(found)
-        live = self.alive()
-        with self._lock:
+            live = sorted({*live, *found})
             self._empty_scans = 0 if live else self._empty_scans + 1
         return live
 

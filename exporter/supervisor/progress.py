@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exporter.logs.events import Event, EventKind
 
@@ -92,6 +92,21 @@ class AttemptProgress:
     max_running_requests: int | None = None
     runtime: RuntimeStats = field(default_factory=RuntimeStats)
     sglang_format: str | None = None  # "ServerArgs" (0.5.9 and older) or "dict" (0.5.23)
+
+    def copy(self) -> AttemptProgress:
+        """A copy that later lines do not change (for a snapshot taken under the lock)."""
+        return AttemptProgress(
+            step=self.step,
+            ready=self.ready,
+            ranks={
+                rank: replace(pools, pools=dict(pools.pools), available=dict(pools.available))
+                for rank, pools in self.ranks.items()
+            },
+            max_total_num_tokens=self.max_total_num_tokens,
+            max_running_requests=self.max_running_requests,
+            runtime=replace(self.runtime),
+            sglang_format=self.sglang_format,
+        )
 
     def apply(self, events: Iterable[Event]) -> None:
         for event in events:

@@ -67,6 +67,9 @@ PROC = Path("/proc")
 _ROOT_PID_NAMESPACE_INODE = 0xEFFFFFFC
 # Without a library or a driver nothing on this machine can hold GPU memory.
 _ABSENT = (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+# With no library or driver, retry this many intervals apart (a minute at the default 5 s):
+# neither appears in a running container, and each retry costs a dlopen.
+ABSENT_RETRY_INTERVALS = 12
 # The v2 memory call (which splits out reserved memory) is missing on older drivers.
 _NO_V2 = (
     pynvml.NVMLError_NotSupported,
@@ -375,8 +378,8 @@ class GpuCollector:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self.refresh()
-            self._stopping.wait(self._interval_s)
+            absent = self.refresh().nvml_absent
+            self._stopping.wait(self._interval_s * (ABSENT_RETRY_INTERVALS if absent else 1))
 
     def _call(self, function: Callable, *args, **kwargs):
         self._call_name = function.__name__
@@ -509,14 +512,17 @@ class GpuCollector:
 
     def _run_xid(self) -> None:
         while not self._stopping.is_set():
+            retry_s = self._interval_s
             try:
                 self._watch_xid_events()
             except pynvml.NVMLError as error:
                 self._set_xid_state((), (), f"XID events: {error}")
+                if error.value in _ABSENT:
+                    retry_s *= ABSENT_RETRY_INTERVALS
             except Exception as exc:  # a bug here must not end the thread
                 log.exception("XID watcher failed")
                 self._set_xid_state((), (), f"XID events: {type(exc).__name__}: {exc}")
-            self._stopping.wait(self._interval_s)
+            self._stopping.wait(retry_s)
 
     def _watch_xid_events(self) -> None:
         pynvml.nvmlInit()

@@ -1,0 +1,64 @@
+"""What one attempt's log has said so far, fed line batches by its tailer.
+
+The daemon and the line-to-metric benchmark both follow a log through this one class, so
+the benchmark measures the daemon's own path.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+from exporter.logs.events import Event, EventKind
+from exporter.logs.reader import LogReader
+from exporter.supervisor.progress import AttemptProgress
+
+# Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
+# and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
+DOOMED_BY = frozenset({EventKind.BIND_FAILED})
+
+
+class Fed(NamedTuple):
+    matched: int  # lines the grammar knew
+    unknown: int  # lines it did not
+    turned: bool  # the log just said ready, or just said the attempt cannot recover
+
+
+class AttemptLog:
+    """The reader's state, the progress it made, the first line after which the attempt
+    cannot recover, when the log last grew and when it said ready. Not locked itself: its
+    owner feeds and reads it under one lock."""
+
+    def __init__(self, version: str | None, clock: Callable[[], float] = time.time) -> None:
+        self.reader = LogReader(version, keep_lines=False)
+        self.progress = AttemptProgress()
+        self.doomed_by: str | None = None
+        self.last_line_at: float | None = None
+        self.ready_at: float | None = None  # when the log said "ready to roll"
+        self._clock = clock
+
+    def feed(self, lines: Sequence[str]) -> Fed:
+        stats = self.reader.stats
+        matched, unknown = stats.matched, stats.unknown
+        events = self.reader.feed(lines)
+        self.progress.apply(events)
+        turned = False
+        doom = next((e for e in events if e.kind in DOOMED_BY), None)
+        if doom is not None and self.doomed_by is None:
+            self.doomed_by = doom.line.raw.strip()
+            turned = True
+        self.last_line_at = self._clock()
+        turned |= self._note_ready()
+        return Fed(stats.matched - matched, stats.unknown - unknown, turned)
+
+    def replay(self, events: Iterable[Event]) -> None:
+        """Events read from the log before following it (a server adopted after a restart)."""
+        self.progress.apply(events)
+        self._note_ready()
+
+    def _note_ready(self) -> bool:
+        if self.progress.ready and self.ready_at is None:
+            self.ready_at = self._clock()
+            return True
+        return False
