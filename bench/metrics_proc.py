@@ -81,6 +81,7 @@ def pipeline(log_path: str) -> tuple[LogTailer, callable]:
                 progress=follower.log.progress.copy(),
                 log_lines=dict(follower.counts),
                 last_line_time=follower.log.last_line_at,
+                last_batch_time=follower.log.last_batch_at,
             )
 
     return LogTailer(log_path, follower.on_lines, start_at_end=False), snapshot
@@ -156,6 +157,7 @@ def synthetic_state(ranks: int) -> Snapshot:
         progress=progress,
         log_lines={True: 123456, False: 7890},
         last_line_time=now,
+        last_batch_time=now,
         probes=probes,
         processes=ProcessSnapshot(now, tuple(processes), health),
         gpus=GpuSnapshot(now, True, 0.003, now, devices=tuple(devices)),

@@ -42,6 +42,7 @@ class Snapshot:
     progress: AttemptProgress | None = None
     log_lines: Mapping[bool, int] = field(default_factory=dict)  # matched? -> count
     last_line_time: float | None = None
+    last_batch_time: float | None = None
     hangs: int = 0
     remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
     probes: ProbeSnapshot | None = None
@@ -108,6 +109,12 @@ def families(snap: Snapshot) -> list[Family]:
     last_line = _gauge("log_last_line_timestamp_seconds", "When the attempt's log last grew.")
     if snap.last_line_time is not None:
         last_line.add([], snap.last_line_time)
+    last_batch = _gauge(
+        "log_last_batch_timestamp_seconds",
+        "When the attempt's log last showed a batch line (the scheduler working).",
+    )
+    if snap.last_batch_time is not None:
+        last_batch.add([], snap.last_batch_time)
     hangs = _counter("hangs", "Attempts ended as hangs (startup stalls and stuck servers).")
     hangs.add([], snap.hangs)
     remedies = _counter(
@@ -115,7 +122,7 @@ def families(snap: Snapshot) -> list[Family]:
     )
     for failure_class in REMEDY_CLASSES:
         remedies.add([failure_class], snap.remedies.get(failure_class, 0))
-    out += [lines, last_line, hangs, remedies]
+    out += [lines, last_line, last_batch, hangs, remedies]
     out += _runtime_families(snap.progress)
     out += _probe_families(snap.probes)
     out += _process_families(snap.processes)

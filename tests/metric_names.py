@@ -34,6 +34,7 @@ EXPORTED_METRICS: frozenset[str] = frozenset(
         # The log, hangs and automatic remedies.
         "sglang_sentinel_log_lines_total",
         "sglang_sentinel_log_last_line_timestamp_seconds",
+        "sglang_sentinel_log_last_batch_timestamp_seconds",
         "sglang_sentinel_hangs_total",
         "sglang_sentinel_automatic_remedies_total",
         # Runtime, from the batch lines.

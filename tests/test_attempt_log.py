@@ -56,3 +56,15 @@ def test_replay_marks_a_ready_server_without_a_line_fed():
     log = ticking()
     log.replay(read_log("\n".join(SERVING) + "\n")[1])
     assert log.progress.ready and log.ready_at is not None and log.last_line_at is None
+
+
+def test_only_batch_lines_move_the_last_batch_time():
+    log = ticking()
+    access = '[2026-05-14 09:14:00] INFO:     127.0.0.1:50312 - "GET /health HTTP/1.1" 200 OK'
+    log.feed([access])
+    assert log.last_batch_at is None and log.last_line_at is not None
+    decode = next(line for line in SERVING if "Decode batch" in line)
+    log.feed([decode])
+    assert log.last_batch_at == log.last_line_at
+    log.feed([access])
+    assert log.last_line_at > log.last_batch_at

@@ -1157,3 +1157,67 @@ def test_adoption_does_not_lose_log_lines_written_while_it_probes(tmp_path, laun
         assert second.terminate() == 0
         assert len(attempts(config)) == 1
         assert not launchers.members()
+
+
+def test_a_dead_scheduler_of_an_adopted_server_is_noticed(tmp_path, launchers, daemons):
+    """Breaks: kill -9 of the daemon while SGLang serves; then, under the restarted daemon,
+    the adopted server's scheduler dies while its launcher lives on (0.5.9 never notices and
+    hangs every request). Must survive: the restarted daemon found the adopted attempt's
+    children and watches them as its own: it ends the attempt as killed_by_signal naming
+    the scheduler, relaunches, and leaves nothing behind."""
+    port = free_port()
+    path = write_config(
+        tmp_path,
+        {
+            "line": [READY_LINE],
+            "serve": True,
+            "port": port,
+            "child": ["sglang::scheduler_TP0", "sglang::detokenizer"],
+        },
+        registry=launchers.path,
+    )
+    config = load_config(path)
+    address = config.metrics.address
+    first = daemons.start(path)
+    wait_for(lambda: state_of(address) == "ready", "the first daemon's server, ready")
+    first.kill9()
+    second = daemons.start(path)
+    wait_for(lambda: "adopted the running server" in second.stderr(), "the adoption")
+    assert len(attempts(config)) == 1, "the restarted daemon launched instead of adopting"
+    (scheduler,) = [
+        proc for proc in launchers.members() if proc.cmdline()[:1] == ["sglang::scheduler_TP0"]
+    ]
+    scheduler.kill()  # a process of the daemon's own attempt, by its pid (psutil checks it)
+    wait_for(lambda: len(attempts(config)) == 2, "the lost scheduler noticed, a relaunch")
+    ended = attempts(config)[0]
+    assert ended.failure_class == "killed_by_signal"
+    assert "sglang::scheduler" in ended.diagnosis
+    assert second.terminate() == 0
+    assert not launchers.members()
+
+
+def test_requests_waiting_with_no_batch_line_is_a_hang_whatever_uvicorn_logs(
+    tmp_path, launchers, supervise
+):
+    """Breaks: a server that answers /health but whose scheduler runs nothing while requests
+    wait (/v1/loads says 2), and whose log never falls silent: uvicorn logs every request,
+    the daemon's own probes included. Must survive: the hang is seen all the same (no batch
+    line for hang_timeout_s), the attempt ends as hang_timeout with that evidence, and the
+    daemon relaunches."""
+    port = free_port()
+    path = write_config(
+        tmp_path,
+        {"line": [READY_LINE], "serve": True, "port": port, "waiting": 2, "access-log": True},
+        policy={"hang_timeout_s": 3.0, "health_interval_s": 0.3},
+        registry=launchers.path,
+    )
+    config = load_config(path)
+    running = supervise(config)
+    running.wait(lambda: len(attempts(config)) >= 2, "the hang, and a relaunch")
+    running.stop()
+    hung = attempts(config)[0]
+    assert hung.failure_class == "hang_timeout"
+    assert "2 request(s) waiting, no batch line for" in hung.diagnosis
+    log = Path(hung.log).read_text()
+    assert log.count('"GET /health HTTP/1.1" 200') >= 5, "the log did not stay busy"
+    assert not launchers.members()

@@ -17,6 +17,9 @@ from exporter.supervisor.progress import AttemptProgress
 # Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
 # and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
 DOOMED_BY = frozenset({EventKind.BIND_FAILED})
+# Lines only a working scheduler prints. Not any line: uvicorn logs every request, the
+# daemon's own probes included, so a stuck server's log never falls silent.
+BATCHES = frozenset({EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH})
 
 
 class Fed(NamedTuple):
@@ -27,14 +30,15 @@ class Fed(NamedTuple):
 
 class AttemptLog:
     """The reader's state, the progress it made, the first line after which the attempt
-    cannot recover, when the log last grew and when it said ready. Not locked itself: its
-    owner feeds and reads it under one lock."""
+    cannot recover, when the log last grew, last showed a batch and said ready. Not locked
+    itself: its owner feeds and reads it under one lock."""
 
     def __init__(self, version: str | None, clock: Callable[[], float] = time.time) -> None:
         self.reader = LogReader(version, keep_lines=False)
         self.progress = AttemptProgress()
         self.doomed_by: str | None = None
         self.last_line_at: float | None = None
+        self.last_batch_at: float | None = None
         self.ready_at: float | None = None  # when the log said "ready to roll"
         self._clock = clock
 
@@ -49,6 +53,8 @@ class AttemptLog:
             self.doomed_by = doom.line.raw.strip()
             turned = True
         self.last_line_at = self._clock()
+        if any(event.kind in BATCHES for event in events):
+            self.last_batch_at = self.last_line_at
         turned |= self._note_ready()
         return Fed(stats.matched - matched, stats.unknown - unknown, turned)
 

@@ -151,6 +151,7 @@ class Daemon:
                 progress=attempt.log.progress.copy() if attempt else None,
                 log_lines=dict(self._log_lines),
                 last_line_time=attempt.log.last_line_at if attempt else None,
+                last_batch_time=attempt.log.last_batch_at if attempt else None,
                 hangs=self._hangs,
                 remedies=dict(self._remedies),
                 probes=self.probes.snapshot(),
@@ -441,23 +442,27 @@ class Daemon:
 
     def _hang_evidence(self, attempt: Attempt, probes, now: float) -> str | None:
         """Alive but not progressing for hang_timeout_s: health probes failing all along, or
-        requests waiting while the log (batch lines) is silent. A long prefill keeps the log
-        moving and /health answering, so it is no hang."""
+        requests waiting while no batch line comes (other lines do: uvicorn logs each of our
+        probes). A long prefill logs its chunks and /health answers, so it is no hang."""
         timeout = self.config.policy.hang_timeout_s
         if probes.health_failing_since is not None and now - probes.health_failing_since >= timeout:
             last = probes.results.get("health")
             detail = f"HTTP {last.status}" if last and last.status else (last.error if last else "")
             failing = now - probes.health_failing_since
             return f"health probes failing for {failing:.0f} s (last: {detail})"
-        waiting = probes.waiting_requests or attempt.log.progress.runtime.queued_requests or 0
-        silent = now - (attempt.log.last_line_at or attempt.started_at)
+        # /v1/loads is now; the last batch line's queue may be long stale (0 is an answer).
+        waiting = probes.waiting_requests
+        if waiting is None:
+            waiting = attempt.log.progress.runtime.queued_requests or 0
+        last_batch = attempt.log.last_batch_at or attempt.log.ready_at or attempt.started_at
+        silent = now - last_batch
         # With --enable-metrics, a generated-token counter that still moves is progress.
         moving = probes.generated_changed_at is not None and (
             now - probes.generated_changed_at < timeout
         )
         if waiting > 0 and silent >= timeout and not moving:
             frozen = " and generated tokens frozen" if probes.generated_tokens is not None else ""
-            return f"{waiting} request(s) waiting, no log line for {silent:.0f} s{frozen}"
+            return f"{waiting} request(s) waiting, no batch line for {silent:.0f} s{frozen}"
         return None
 
     def _cross_check(self, attempt: Attempt, reported: int | None) -> None:

@@ -71,6 +71,10 @@ def main() -> int:
         "503 after --first-health-delay (SGLang's warmup racing a probe)",
     )
     parser.add_argument("--first-health-delay", type=float, default=2.0)
+    parser.add_argument("--waiting", type=int, default=None, help="/v1/loads: requests waiting")
+    parser.add_argument(
+        "--access-log", action="store_true", help="log each request as uvicorn does (stderr)"
+    )
     parser.add_argument("--child", nargs="+", action="extend", default=[], help="child titles")
     parser.add_argument("--child-ignores-sigterm", action="store_true")
     parser.add_argument(
@@ -160,17 +164,22 @@ def serve(args: argparse.Namespace) -> None:
             elif self.path == "/server_info":
                 self.answer(200, b"{}")
             elif self.path == "/v1/loads":
-                self.answer(200, b'{"aggregate": {}}')
+                waiting = {} if args.waiting is None else {"total_waiting_reqs": args.waiting}
+                self.answer(200, json.dumps({"aggregate": waiting}).encode())
             else:
                 self.answer(404, b"")
 
         def answer(self, status: int, body: bytes) -> None:
+            if args.access_log:  # uvicorn's access line, as SGLang configures it
+                client = f"{self.client_address[0]}:{self.client_address[1]}"
+                stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+                say(f'[{stamp}] INFO:     {client} - "GET {self.path} HTTP/1.1" {status} OK')
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *_args) -> None:  # keep the attempt's log to our own lines
+        def log_message(self, *_args) -> None:  # only the lines asked for reach the log
             pass
 
     server = http.server.ThreadingHTTPServer((args.host, args.port), Handler)
