@@ -3,7 +3,8 @@
 It prints the startup lines of the project's incident model (bench/loggen.py), starts two
 children titled like SGLang's (`sglang::scheduler_TP0`, `sglang::detokenizer`), answers
 `/health`, `/server_info` and `/v1/loads` on --host/--port, logging each request as
-uvicorn's access log does, prints "The server is fired up and ready to roll!" and idles.
+uvicorn's access log does (and a prefill batch line for each /health, as SGLang's one-token
+health generation does), prints "The server is fired up and ready to roll!" and idles.
 Standard library only (plus bench.loggen). Everything it starts ends when it ends, and
 within LIFETIME_S in any case.
 """
@@ -29,6 +30,15 @@ parent, deadline = int(sys.argv[1]), time.monotonic() + float(sys.argv[2])
 while time.monotonic() < deadline and os.getppid() == parent:
     time.sleep(0.5)
 """
+
+
+# What the real SGLang 0.5.9 logs for each /health it answers (measured on the CPU build:
+# one line per probe), in the incident model's hybrid format.
+HEALTH_PREFILL = (
+    "[{stamp} TP0] Prefill batch, #new-seq: 1, #new-token: 1, #cached-token: 0, "
+    "full token usage: 0.00, mamba usage: 0.00, #running-req: 0, #queue-req: 0, "
+    "input throughput (token/s): 0.50, cuda graph: False"
+)
 
 
 def say(line: str) -> None:
@@ -59,6 +69,8 @@ def serve(host: str, port: int) -> None:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            if self.path == "/health":  # SGLang's one-token health generation
+                say(HEALTH_PREFILL.format(stamp=stamp()))
             client = f"{self.client_address[0]}:{self.client_address[1]}"
             say(f'[{stamp()}] INFO:     {client} - "GET {self.path} HTTP/1.1" {status}')
 

@@ -94,6 +94,24 @@ def test_server_info_is_asked_until_it_answers_once_per_server(server):
     probes.stop()
 
 
+def test_loads_only_when_wanted_after_the_first_answer(server):
+    """/v1/loads is asked for a new server, then only when the owner wants it; the last
+    answer stays the probe's result, but its numbers are not passed off as current."""
+    wanted = [False]
+    probes = ProbeCollector(wants_loads=lambda: wanted[0])
+    probes.target(server)
+    first = probes.collect()
+    assert first.results["loads"].ok and first.waiting_requests == 3
+    skipped = probes.collect()
+    assert skipped.results["loads"] == first.results["loads"]
+    assert skipped.waiting_requests is None and skipped.running_requests is None
+    assert SGLangLike.state["asked"].count("/v1/loads") == 1
+    wanted[0] = True
+    assert probes.collect().waiting_requests == 3
+    assert SGLangLike.state["asked"].count("/v1/loads") == 2
+    probes.stop()
+
+
 def test_failing_health_keeps_the_start_of_its_streak(server):
     probes = ProbeCollector()
     probes.target(server)

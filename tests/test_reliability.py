@@ -1221,3 +1221,38 @@ def test_requests_waiting_with_no_batch_line_is_a_hang_whatever_uvicorn_logs(
     log = Path(hung.log).read_text()
     assert log.count('"GET /health HTTP/1.1" 200') >= 5, "the log did not stay busy"
     assert not launchers.members()
+
+
+def test_loads_is_asked_only_while_the_scheduler_logs_no_batch(tmp_path, launchers, supervise):
+    """Breaks nothing: a healthy server that, like SGLang, logs a prefill batch for each
+    /health it answers. Must hold: /v1/loads (needed only to tell a stuck queue) is asked
+    once for the new server and then no more while batch lines keep coming; health every
+    interval; no hang is called."""
+    port = free_port()
+    path = write_config(
+        tmp_path,
+        {
+            "line": [READY_LINE],
+            "serve": True,
+            "port": port,
+            "access-log": True,
+            "health-batch-line": True,
+        },
+        policy={"health_interval_s": 0.2, "hang_timeout_s": 1.0},
+        registry=launchers.path,
+    )
+    config = load_config(path)
+    running = supervise(config)
+    log_path = config.paths.log_dir / "attempt-000001.log"
+
+    def healths() -> int:
+        return log_path.read_text().count('"GET /health HTTP/1.1" 200') if log_path.exists() else 0
+
+    running.wait(lambda: healths() >= 15, "fifteen health probes")
+    running.stop()
+    text = log_path.read_text()
+    # The first ask, for the new server; maybe one more before its first batch line was read.
+    assert text.count('"GET /v1/loads HTTP/1.1"') <= 3, "loads asked while batches came"
+    history = attempts(config)
+    assert len(history) == 1 and history[0].failure_class == "none", "a working server hung?"
+    assert not launchers.members()

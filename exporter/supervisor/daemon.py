@@ -116,7 +116,11 @@ class Daemon:
         self._patches: dict[int, Remedy] = {}  # profile index -> automatic changes so far
         self._last_id = 0
         self._remedies: Counter[str] = Counter()
-        self.probes = ProbeCollector(config.policy.health_interval_s, on_snapshot=self._exits.wake)
+        self.probes = ProbeCollector(
+            config.policy.health_interval_s,
+            on_snapshot=self._exits.wake,
+            wants_loads=self._scheduler_quiet,
+        )
         self.processes = ProcessCollector(lambda: self.attempt.processes if self.attempt else None)
         self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
         self.gave_up_reason: str | None = None
@@ -464,6 +468,17 @@ class Daemon:
             frozen = " and generated tokens frozen" if probes.generated_tokens is not None else ""
             return f"{waiting} request(s) waiting, no batch line for {silent:.0f} s{frozen}"
         return None
+
+    def _scheduler_quiet(self) -> bool:
+        """No batch line for two probe intervals. Only then can requests be stuck waiting,
+        so only then is /v1/loads asked: SGLang logs a prefill batch for each /health it
+        answers (its one-token generation), so a working scheduler is never that quiet.
+        Called from the probes' thread: reads one attempt's times, no lock needed."""
+        attempt = self.attempt
+        if attempt is None:
+            return True
+        last_batch = attempt.log.last_batch_at or attempt.started_at
+        return self._clock() - last_batch >= 2 * self.config.policy.health_interval_s
 
     def _cross_check(self, attempt: Attempt, reported: int | None) -> None:
         """SGLang's /server_info and its log must agree on the pool; say so once if not."""

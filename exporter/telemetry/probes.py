@@ -10,7 +10,8 @@ the loop reads the last snapshot.
 Probes: ``health`` (``/health``: in both versions a one-token generation through the
 scheduler, 503 after 20 s without detokenizer output), ``server_info`` (the pool values
 SGLang reports, cross-checked against the log; asked until it answers once per server,
-since they are fixed at startup), ``loads`` (``/v1/loads``: running and
+since they are fixed at startup), ``loads`` (asked when the owner's ``wants_loads`` says
+so: the daemon asks only while the scheduler logs no batch lines) (``/v1/loads``: running and
 waiting requests, without ``--enable-metrics``) and, when SGLang runs with
 ``--enable-metrics``, ``sglang_metrics`` (its own ``/metrics``: the queue and the generated
 token counter, whose standstill tells a hang from a quiet log).
@@ -61,10 +62,13 @@ class ProbeCollector:
         health_timeout_s: float = HEALTH_TIMEOUT_S,
         info_timeout_s: float = INFO_TIMEOUT_S,
         on_snapshot: Callable[[], None] = lambda: None,
+        wants_loads: Callable[[], bool] = lambda: True,
     ) -> None:
-        """``on_snapshot`` is called (from the probes' thread) after each new snapshot."""
+        """``on_snapshot`` is called (from the probes' thread) after each new snapshot;
+        ``wants_loads`` says whether /v1/loads is worth asking this time."""
         self._interval = interval_s
         self._on_snapshot = on_snapshot
+        self._wants_loads = wants_loads
         self._health_timeout = health_timeout_s
         self._info_timeout = info_timeout_s
         self._transport = httpx.HTTPTransport()  # no proxies from the environment either
@@ -104,8 +108,13 @@ class ProbeCollector:
             info = self._get(base, "/server_info", self._info_timeout)
             results["server_info"] = info[0]
             max_tokens = _int((info[1] or {}).get("max_total_num_tokens"))
-        loads = self._get(base, "/v1/loads", self._info_timeout)
-        results["loads"] = loads[0]
+        asked = previous.results.get("loads")
+        if asked is None or self._wants_loads():
+            loads = self._get(base, "/v1/loads", self._info_timeout)
+            results["loads"] = loads[0]
+        else:  # the last answer stays the last probe's result; its numbers are not current
+            loads = (asked, None)
+            results["loads"] = asked
         now = time.time()
         failing_since = None
         if not health[0].ok:

@@ -27,6 +27,10 @@ from pathlib import Path
 
 LIFETIME_S = 300.0
 READY_LINE = "[2026-01-01 10:00:05] The server is fired up and ready to roll!"
+HEALTH_PREFILL = (
+    "[{stamp}] Prefill batch, #new-seq: 1, #new-token: 1, #cached-token: 0, token usage: 0.00, "
+    "#running-req: 0, #queue-req: 0, input throughput (token/s): 0.50, cuda graph: False"
+)
 
 CHILD = """
 import signal, sys, time
@@ -74,6 +78,11 @@ def main() -> int:
     parser.add_argument("--waiting", type=int, default=None, help="/v1/loads: requests waiting")
     parser.add_argument(
         "--access-log", action="store_true", help="log each request as uvicorn does (stderr)"
+    )
+    parser.add_argument(
+        "--health-batch-line",
+        action="store_true",
+        help="log a prefill batch line for each /health, as SGLang's health generation does",
     )
     parser.add_argument("--child", nargs="+", action="extend", default=[], help="child titles")
     parser.add_argument("--child-ignores-sigterm", action="store_true")
@@ -152,6 +161,8 @@ def serve(args: argparse.Namespace) -> None:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
+                if args.health_batch_line:
+                    say(HEALTH_PREFILL.format(stamp=time.strftime("%Y-%m-%d %H:%M:%S")))
                 if args.ready_on_first_health and not first.is_set():
                     first.set()
                     say(READY_LINE)
