@@ -26,6 +26,8 @@ class SGLangLike(http.server.BaseHTTPRequestHandler):
             self._send(self.state["server_info"], b"")
         elif self.path == "/server_info":
             self._send(200, json.dumps({"max_total_num_tokens": 4096, "version": "0.5.9"}).encode())
+        elif self.path == "/v1/loads" and self.state.get("loads", 200) != 200:
+            self._send(self.state["loads"], b"")
         elif self.path == "/v1/loads":
             body = {"aggregate": {"total_running_reqs": 2, "total_waiting_reqs": 3}}
             self._send(200, json.dumps(body).encode())
@@ -109,6 +111,20 @@ def test_loads_only_when_wanted_after_the_first_answer(server):
     wanted[0] = True
     assert probes.collect().waiting_requests == 3
     assert SGLangLike.state["asked"].count("/v1/loads") == 2
+    probes.stop()
+
+
+def test_a_failed_loads_probe_is_asked_again_even_when_not_wanted(server):
+    """A failure must not stick as the last result: asked until it answers."""
+    probes = ProbeCollector(wants_loads=lambda: False)
+    probes.target(server)
+    SGLangLike.state["loads"] = 503
+    assert not probes.collect().results["loads"].ok
+    assert not probes.collect().results["loads"].ok
+    SGLangLike.state["loads"] = 200
+    assert probes.collect().results["loads"].ok
+    assert probes.collect().results["loads"].ok
+    assert SGLangLike.state["asked"].count("/v1/loads") == 3
     probes.stop()
 
 

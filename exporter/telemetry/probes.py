@@ -9,12 +9,12 @@ the loop reads the last snapshot.
 
 Probes: ``health`` (``/health``: in both versions a one-token generation through the
 scheduler, 503 after 20 s without detokenizer output), ``server_info`` (the pool values
-SGLang reports, cross-checked against the log; asked until it answers once per server,
-since they are fixed at startup), ``loads`` (asked when the owner's ``wants_loads`` says
-so: the daemon asks only while the scheduler logs no batch lines) (``/v1/loads``: running and
-waiting requests, without ``--enable-metrics``) and, when SGLang runs with
-``--enable-metrics``, ``sglang_metrics`` (its own ``/metrics``: the queue and the generated
-token counter, whose standstill tells a hang from a quiet log).
+SGLang reports, cross-checked against the log; asked until it answers, once per server,
+since they are fixed at startup), ``loads`` (``/v1/loads``: running and waiting requests,
+without ``--enable-metrics``; asked until it answers, then when the owner's
+``wants_loads`` says so: the daemon, while the scheduler logs no batch lines) and, when
+SGLang runs with ``--enable-metrics``, ``sglang_metrics`` (its own ``/metrics``: the queue
+and the generated token counter, whose standstill tells a hang from a quiet log).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class ProbeCollector:
             results["server_info"] = info[0]
             max_tokens = _int((info[1] or {}).get("max_total_num_tokens"))
         asked = previous.results.get("loads")
-        if asked is None or self._wants_loads():
+        if asked is None or not asked.ok or self._wants_loads():
             loads = self._get(base, "/v1/loads", self._info_timeout)
             results["loads"] = loads[0]
         else:  # the last answer stays the last probe's result; its numbers are not current
