@@ -126,3 +126,4 @@ def test_close_releases_every_descriptor(children):
     made.close()
     assert open_fds() - before == set()
     made.close()  # idempotent
+    made.wake()  # a signal after the loop ended: ignored, not a write to a reused fd

@@ -69,8 +69,10 @@ class ExitWatch:
         return gone
 
     def wake(self) -> None:
-        """End the current (or the next) ``wait`` now."""
-        os.eventfd_write(self._wake_fd, 1)
+        """End the current (or the next) ``wait`` now; nothing once closed (a late signal
+        must not write to whatever file has since taken the descriptor's number)."""
+        if self._finalizer.alive:
+            os.eventfd_write(self._wake_fd, 1)
 
     def forget_all(self) -> None:
         """Stop watching every process (an attempt is over)."""
