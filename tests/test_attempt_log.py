@@ -38,10 +38,12 @@ def test_ready_turns_once_and_keeps_its_first_time():
     log = ticking()
     before = log.feed(SERVING[:READY_INDEX])
     at_ready = log.feed(SERVING[READY_INDEX : READY_INDEX + 1])
+    said_ready_at = log.last_line_at
     after = log.feed(SERVING[READY_INDEX + 1 :])
     assert (before.turned, at_ready.turned, after.turned) == (False, True, False)
     ready_at = log.ready_at
     assert ready_at is not None and log.last_line_at > ready_at
+    assert ready_at == said_ready_at  # the time of the batch that said it
 
 
 def test_the_first_doom_line_is_kept_and_turns_once():

@@ -55,16 +55,17 @@ class AttemptLog:
         self.last_line_at = self._clock()
         if any(event.kind in BATCHES for event in events):
             self.last_batch_at = self.last_line_at
-        turned |= self._note_ready()
+        turned |= self._note_ready(self.last_line_at)
         return Fed(stats.matched - matched, stats.unknown - unknown, turned)
 
     def replay(self, events: Iterable[Event]) -> None:
         """Events read from the log before following it (a server adopted after a restart)."""
         self.progress.apply(events)
-        self._note_ready()
+        self._note_ready(self._clock())
 
-    def _note_ready(self) -> bool:
+    def _note_ready(self, at: float) -> bool:
+        """Keep when the log first said ready; True the first time."""
         if self.progress.ready and self.ready_at is None:
-            self.ready_at = self._clock()
+            self.ready_at = at
             return True
         return False

@@ -85,6 +85,11 @@ class Attempt:
     scanned_at: float = 0.0
     member_lost: tuple[str, float] | None = None  # (description, when noticed)
 
+    def batch_silence(self, now: float) -> float:
+        """How long the scheduler has shown no work: since its last batch line, else since
+        the log said ready, else since launch."""
+        return now - (self.log.last_batch_at or self.log.ready_at or self.started_at)
+
 
 class Daemon:
     def __init__(
@@ -458,8 +463,7 @@ class Daemon:
         waiting = probes.waiting_requests
         if waiting is None:
             waiting = attempt.log.progress.runtime.queued_requests or 0
-        last_batch = attempt.log.last_batch_at or attempt.log.ready_at or attempt.started_at
-        silent = now - last_batch
+        silent = attempt.batch_silence(now)
         # With --enable-metrics, a generated-token counter that still moves is progress.
         moving = probes.generated_changed_at is not None and (
             now - probes.generated_changed_at < timeout
@@ -477,8 +481,7 @@ class Daemon:
         attempt = self.attempt
         if attempt is None:
             return True
-        last_batch = attempt.log.last_batch_at or attempt.started_at
-        return self._clock() - last_batch >= 2 * self.config.policy.health_interval_s
+        return attempt.batch_silence(self._clock()) >= 2 * self.config.policy.health_interval_s
 
     def _cross_check(self, attempt: Attempt, reported: int | None) -> None:
         """SGLang's /server_info and its log must agree on the pool; say so once if not."""

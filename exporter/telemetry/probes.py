@@ -101,20 +101,15 @@ class ProbeCollector:
         previous = self._snapshot
         health = self._get(base, "/health", self._health_timeout)
         results = {"health": health[0]}
-        if (asked := previous.results.get("server_info")) is not None and asked.ok:
-            # What /server_info reports is fixed at startup: one answer per server will do.
-            results["server_info"], max_tokens = asked, previous.max_total_num_tokens
+        # What /server_info reports is fixed at startup: one answer per server will do.
+        info = self._unless_answered(base, previous, "server_info", "/server_info", False)
+        results["server_info"] = info[0]
+        if info[0] is previous.results.get("server_info"):  # the last answer, kept
+            max_tokens = previous.max_total_num_tokens
         else:
-            info = self._get(base, "/server_info", self._info_timeout)
-            results["server_info"] = info[0]
             max_tokens = _int((info[1] or {}).get("max_total_num_tokens"))
-        asked = previous.results.get("loads")
-        if asked is None or not asked.ok or self._wants_loads():
-            loads = self._get(base, "/v1/loads", self._info_timeout)
-            results["loads"] = loads[0]
-        else:  # the last answer stays the last probe's result; its numbers are not current
-            loads = (asked, None)
-            results["loads"] = asked
+        loads = self._unless_answered(base, previous, "loads", "/v1/loads", self._wants_loads())
+        results["loads"] = loads[0]
         now = time.time()
         failing_since = None
         if not health[0].ok:
@@ -141,6 +136,16 @@ class ProbeCollector:
             self._snapshot = snapshot
             self._on_snapshot()
         return snapshot
+
+    def _unless_answered(
+        self, base: str, previous: ProbeSnapshot, name: str, path: str, wanted: bool
+    ) -> tuple[ProbeResult, dict | None]:
+        """Ask ``path`` unless its last answer was fine and it is not wanted now: then that
+        answer stays the probe's result, with no payload (its numbers are not current)."""
+        asked = previous.results.get(name)
+        if asked is not None and asked.ok and not wanted:
+            return asked, None
+        return self._get(base, path, self._info_timeout)
 
     def _get(self, base: str, path: str, timeout_s: float) -> tuple[ProbeResult, dict | None]:
         started = time.monotonic()
