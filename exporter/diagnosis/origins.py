@@ -100,10 +100,12 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
 def by_origin(
     frames: Sequence[Frame], exception_type: str, rules: Sequence[OriginRule] = ORIGIN_RULES
 ) -> OriginRule | None:
-    """The rule for the code that raised: the raising frame first, then any frame."""
-    short_type = exception_type.rsplit(".", 1)[-1]
+    """The rule for the code that raised: the exception's own module first
+    (``triton.compiler.errors.CompilationError``), then the raising frame, then any frame."""
+    module, _, short_type = exception_type.rpartition(".")
+    candidates = [Frame("/" + module.replace(".", "/"), "", -1)] if module else []
     raiser = raising_frame(frames)
-    candidates = ([raiser] if raiser is not None else []) + list(reversed(frames))
+    candidates += ([raiser] if raiser is not None else []) + list(reversed(frames))
     for frame in candidates:
         for rule in rules:
             if rule.matches(frame, short_type):
