@@ -124,7 +124,9 @@ def verifiable_template(tmp_path: Path) -> Path:
     return verifiable_copy(TEMPLATE, TEMPLATE_EXEC_ARGS, tmp_path)
 
 
-def analyze(*args: str, cwd: Path, unit_path: Path | None = None) -> subprocess.CompletedProcess[str]:
+def analyze(
+    *args: str, cwd: Path, unit_path: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """systemd-analyze; with ``unit_path``, unit names are also looked up there (first)."""
     env = {**os.environ, "SYSTEMD_LOG_COLOR": "0", "SYSTEMD_PAGER": "", "LC_ALL": "C.UTF-8"}
     if unit_path is not None:
