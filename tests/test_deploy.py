@@ -224,9 +224,7 @@ def single_node() -> Workload:
     deployment = the("Deployment")
     pod = deployment["spec"]["template"]
     text = config_map_text(pod)
-    claims = frozenset(
-        v["name"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v
-    )
+    claims = frozenset(v["name"] for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v)
     return Workload(
         deployment["metadata"]["name"],
         pod,
@@ -311,9 +309,8 @@ def crd_validators() -> dict[tuple[str, str], jsonschema.protocols.Validator]:
                 # are Go's regular expressions, which Python's do not all compile; only those
                 # of the fields a manifest sets are used.
                 schema = strict(version["schema"]["openAPIV3Schema"])
-                validators[(f"{group}/{version['name']}", kind)] = (
-                    jsonschema.Draft202012Validator(schema)
-                )
+                api_version = f"{group}/{version['name']}"
+                validators[(api_version, kind)] = jsonschema.Draft202012Validator(schema)
     return validators
 
 
@@ -532,11 +529,7 @@ def test_manifests_run_the_image_this_recipe_builds() -> None:
     (base,) = dockerfile("FROM")
     sglang = re.match(r"v(\d+\.\d+\.\d+(?:\.post\d+)?)", base.value.partition(":")[2])[1]
     expected = f"sglang-sentinel:{version}-sglang{sglang}"
-    images = {
-        c["image"]
-        for _, doc in manifests()
-        for c in _pod_containers(doc)
-    }
+    images = {c["image"] for _, doc in manifests() for c in _pod_containers(doc)}
     assert images == {expected}
     assert expected in DOCKERFILE.read_text()  # the build command in its header
 
@@ -764,7 +757,6 @@ def test_leader_and_worker_templates_differ_only_in_the_api_port() -> None:
     assert leader["metadata"]["labels"].pop("app.kubernetes.io/component") == "leader"
     assert worker["metadata"]["labels"].pop("app.kubernetes.io/component") == "worker"
     (leader_container,) = leader["spec"]["containers"]
-    (worker_container,) = worker["spec"]["containers"]
     api = [p for p in leader_container["ports"] if p["name"] == "http"]
     assert len(api) == 1
     leader_container["ports"].remove(api[0])
