@@ -565,7 +565,7 @@ def test_lws_entrypoint_renders_the_rank_and_becomes_the_daemon(tmp_path: Path) 
     ("variable", "value"),
     [
         ("LWS_GROUP_SIZE", None),
-        ("LWS_GROUP_SIZE", "2; rm -rf /"),
+        ("LWS_GROUP_SIZE", "2x"),
         ("LWS_WORKER_INDEX", "-1"),
         ("LWS_LEADER_ADDRESS", "leader/evil"),
         ("LWS_LEADER_ADDRESS", ""),
