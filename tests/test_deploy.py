@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -592,6 +593,20 @@ def test_lws_entrypoint_refuses_a_placeholder_it_cannot_fill(tmp_path: Path) -> 
     assert "placeholders left" in run.result.stderr
     assert run.recorded is None
     assert not run.config.exists()  # no half-rendered config for a restart to pick up
+
+
+@pytest.mark.parametrize("config", [CONTAINER_CONFIG, GROUP_CONFIG], ids=lambda p: p.name)
+def test_check_config_accepts_the_deployed_configs(config: Path) -> None:
+    """What the README tells an operator to run before deploying."""
+    result = subprocess.run(
+        [sys.executable, "-m", "exporter.cli", "check-config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"{config}: valid")
 
 
 def test_group_template_is_valid_as_it_is() -> None:
