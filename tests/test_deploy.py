@@ -80,9 +80,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_yaml_documents(path: Path) -> list[dict]:
+def load_yaml_documents(path: Path, loader: type = _UniqueKeyLoader) -> list[dict]:
     with path.open(encoding="utf-8") as handle:
-        return [doc for doc in yaml.load_all(handle, Loader=_UniqueKeyLoader) if doc is not None]
+        return [doc for doc in yaml.load_all(handle, Loader=loader) if doc is not None]
 
 
 @cache
@@ -301,7 +301,8 @@ def crd_validators() -> dict[tuple[str, str], jsonschema.protocols.Validator]:
     """(apiVersion, kind) -> a validator for every served version of every copied CRD."""
     validators = {}
     for path in sorted(CRDS.glob("*.yaml")):
-        (crd,) = load_yaml_documents(path)
+        # Upstream's files, read fast (the LWS CRD is 18,000 lines; libyaml is 10x quicker).
+        (crd,) = load_yaml_documents(path, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
         for version in crd["spec"]["versions"]:
             if version.get("served"):
