@@ -473,7 +473,8 @@ def _error_lines(ordered: Sequence[LogLine], strict: bool):
 
 def _by_error_wording(attempt: _Attempt) -> Verdict | None:
     for i in _error_lines(attempt.ordered, strict=False):
-        family = family_of(attempt.ordered[i].message)
+        message = attempt.ordered[i].message
+        family = family_of(message, in_exception=_is_exception(attempt.ordered[i]))
         if family is not None:
             failure_class, _ = _worded_class(family, attempt, i)
             return Verdict(

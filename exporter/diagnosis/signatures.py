@@ -330,10 +330,11 @@ SIGNATURES: tuple[Signature, ...] = (
             "nvcc fatal",
             "too many blocks in cooperative",
             "failed with error code",
+            "Triton Error",
         ),
         r"no kernel image is available|Ninja is required|out of resource: shared memory"
         r"|OutOfResources|CompilationError|nvcc fatal|too many blocks in cooperative launch"
-        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)",
+        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)|Triton Error \[",
         92,
     ),
     sig(
@@ -480,9 +481,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "killed",
         C.KILLED_BY_SIGNAL,
         ("Killed", "已杀死", "exit code: -9", "exit code -9", "core dumped", "exit code 137"),
-        r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b|Segmentation fault \(core dumped\)"
-        r"|exit code 137",
+        r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b"
+        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137",
         25,
+    ),
+    sig(
+        "host_oom_killer",
+        C.KILLED_BY_SIGNAL,
+        ("Killed process", "oom-kill", "oom_reaper", "invoked oom-killer", "OOMKilled"),
+        r"Out of memory: Killed process|oom-kill:|oom_reaper:|invoked oom-killer|\bOOMKilled\b",
+        65,  # the kernel's OOM killer: host memory, whatever the last Python words were
     ),
     # --- other known conditions
     sig(

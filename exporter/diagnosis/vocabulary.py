@@ -28,13 +28,23 @@ class Family:
     # Says what happened whatever code raised it: outranks the raising package (an
     # "out of memory" raised in a model loader is still memory).
     specific: bool = False
+    # Read in an exception's message only: in a log line the same words are more often
+    # advice ("set --cuda-graph-max-bs to a smaller value") than the failure.
+    exceptions_only: bool = False
 
 
 def _family(
-    name: str, failure_class: C, pattern: str, out_of_memory: bool = False, specific: bool = False
+    name: str,
+    failure_class: C,
+    pattern: str,
+    out_of_memory: bool = False,
+    specific: bool = False,
+    exceptions_only: bool = False,
 ) -> Family:
     compiled = re.compile(pattern, re.IGNORECASE)
-    return Family(name, failure_class, compiled, out_of_memory, specific or out_of_memory)
+    return Family(
+        name, failure_class, compiled, out_of_memory, specific or out_of_memory, exceptions_only
+    )
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -88,7 +98,9 @@ FAMILIES: tuple[Family, ...] = (
         r"|undefined symbol|version mismatch|requires? [\w.-]+ ?(?:>=|==|<=|>|<) ?v?\d+\.\d+"
         r"|GLIBC\w*_[\d.]+' not found|(?:compiled|built) against (?:a )?(?:different|incompatible)"
         r"|ABI (?:mismatch|incompat)|(?:package|library|module) [`'\"]?[\w.-]+[`'\"]? is required"
-        r"|not found in your environment|requires? (?:a )?newer version of",
+        r"|not found in your environment|requires? (?:a )?newer version of"
+        r"|module '[\w.]+' has no attribute|compiled with (?:different|an incompatible)"
+        r"|operator [\w:]+ does not exist",
         specific=True,
     ),
     # Kernels: a JIT or ahead-of-time build, a GPU architecture without kernels, a launch.
@@ -97,8 +109,8 @@ FAMILIES: tuple[Family, ...] = (
         C.KERNEL_ERROR,
         r"compil(?:e|ation|ing)\b.*(?:fail|error)|fail\w* to (?:compile|build|jit)|ptxas"
         r"|nvcc|\bninja\b|\bJIT\b|no kernel image|MLIR|cutlass|triton|error building extension"
-        r"|collect2|ld returned|cannot find -l|NVRTC|no binary for (?:the )?gpu|invalid device"
-        r" function|unsupported gpu architecture|sm_\d+a? is not supported|InductorError|tilelang"
+        r"|collect2|ld returned|cannot find -l|NVRTC|unsupported gpu architecture"
+        r"|sm_\d+a? is not supported|InductorError|tilelang"
         r"|too many resources requested for launch|fatal error: [\w/.]+\.(?:h|hpp|cuh): No such",
     ),
     _family(
@@ -132,6 +144,27 @@ FAMILIES: tuple[Family, ...] = (
         r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
         r"|HeaderTooLarge|trust_remote_code|incomplete (?:download|checkpoint)",
     ),
+    # A kernel that exists only for other GPUs.
+    _family(
+        "gpu_capability",
+        C.KERNEL_ERROR,
+        r"(?:compute capability|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|Turing|Volta|\bgfx\d+)"
+        r".*(?:not supported|only supports?|requires?|unsupported|or newer)"
+        r"|(?:not supported|only supports?|requires?|unsupported) .*(?:compute capability"
+        r"|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|\bgfx\d+)",
+    ),
+    _family(
+        "model_download",
+        C.MODEL_LOAD_ERROR,
+        r"huggingface\.co|snapshot_download|HF_HUB_OFFLINE|\b40[13] Client Error|gated repo"
+        r"|repository not found|does not exist or is not currently imported",
+    ),
+    _family(
+        "api_mismatch",
+        C.DEPENDENCY_ERROR,
+        r"got an unexpected keyword argument|takes \d+ positional arguments? but \d+ (?:were|was)"
+        r" given|missing \d+ required positional argument",
+    ),
     # A setting (a flag, an SGLANG_ variable) rejected in so many words: what it must be, what
     # it requires, what it cannot be combined with. After the topic families: the advice under
     # a failed graph capture ("set --cuda-graph-max-bs to a smaller value") is no rejection.
@@ -143,6 +176,7 @@ FAMILIES: tuple[Family, ...] = (
         r"|is incompatible|conflict\w*|not (?:allowed|compatible)|mismatch)"
         r"|\b(?:requires?|set|pass|use|add|remove|specify|enable|disable|increase|raise|lower)"
         r" (?:the )?(?:--[a-z][\w-]+|SGLANG_[A-Z0-9_]+)",
+        exceptions_only=True,
     ),
     _family(
         "rejected_combination",
@@ -163,6 +197,8 @@ _ERROR_RECORD = re.compile(
     r"^(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL)\s*[:\]|-]"
     r"|^what\(\):|Fatal Python error|Traceback \(most recent call last\)"
     r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received"
+    r"|^(?:Error|error|Fatal|fatal)(?:\[[\w-]+\])?: |^panic: |panicked at "
+    r"|\"level\": ?\"(?:error|fatal|critical)\"|\blevel=(?:error|fatal)\b"
     r"|^(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
 )
 # Lines that say something failed, in the plain words of a log record.
@@ -180,9 +216,9 @@ TEARDOWN = re.compile(
 )
 
 
-def family_of(text: str) -> Family | None:
+def family_of(text: str, in_exception: bool = True) -> Family | None:
     for family in FAMILIES:
-        if family.pattern.search(text):
+        if (in_exception or not family.exceptions_only) and family.pattern.search(text):
             return family
     return None
 
