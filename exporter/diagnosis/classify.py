@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from exporter.diagnosis import explain
 from exporter.diagnosis.frames import frame_at, frames_before, is_frame_text, source_line
@@ -58,6 +58,7 @@ _EXIT_SCORE = 14
 # A runner-up is reported when another answer scored at most this much lower.
 RUNNER_UP_MARGIN = 15
 _ASSERT_SOURCE = re.compile(r"^assert\s")
+_COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
 _CARETS = re.compile(r"^[\s^~]+$")
 _PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 _IGNORED_ERRORS = ("Ignore import error when loading",)
@@ -221,7 +222,7 @@ def classify(
     attempt = _read(lines, events, outcome or Outcome())
     version = detect_version(lines, events) or version
     verdicts = sorted(_verdicts(attempt), key=lambda v: -v.score)
-    decided = verdicts[0]
+    decided = _rooted_earliest(_swallowed_import(attempt, verdicts))
     runner_up = next(
         (
             v.failure_class
@@ -260,6 +261,48 @@ def classify(
         root_cause_number=root_line.number,
         **known,
     )
+
+
+def _rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
+    """The best verdict; one decided by an exception is rooted at an earlier error line of
+    the same class when there is one (a transport's or a compiler's own error line above the
+    exception SGLang raised for it). Signatures keep their own root: their priorities already
+    say which of several lines is the cause."""
+    decided = verdicts[0]
+    if decided.layer != "exception" or decided.root is None:
+        return decided
+    earlier = [
+        v.root
+        for v in verdicts
+        if v.layer == "wording"
+        and v.failure_class is decided.failure_class
+        and v.root is not None
+        and v.root < decided.root
+    ]
+    return replace(decided, root=min(earlier)) if earlier else decided
+
+
+def _swallowed_import(attempt: _Attempt, verdicts: list[Verdict]) -> list[Verdict]:
+    """SGLang imports its models and multimodal processors lazily and logs a failed import as
+    ``Ignore import error when loading ...``; an architecture "not supported" or with "no
+    processor registered" after such lines is that import's consequence: a package."""
+    if verdicts[0].failure_class is not FailureClass.UNSUPPORTED_MODEL:
+        return verdicts
+    ignored = next(
+        (i for i, line in enumerate(attempt.ordered) if line.message.startswith(_IGNORED_ERRORS)),
+        None,
+    )
+    if ignored is None:
+        return verdicts
+    cause = Verdict(
+        FailureClass.DEPENDENCY_ERROR,
+        ignored,
+        "wording",
+        "swallowed_import_error",
+        Confidence.MEDIUM,
+        verdicts[0].score + 1,
+    )
+    return [cause, *verdicts]
 
 
 def _read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) -> _Attempt:
@@ -734,10 +777,16 @@ def _wrapped(first: str, second: str) -> list[Signature]:
 
 def _last_meaningful(ordered: Sequence[LogLine]) -> int | None:
     """The last thing the server said before it went silent; Python's UserWarnings (and the
-    ``warnings.warn(...)`` source line under each) are import-time noise, not progress."""
+    ``warnings.warn(...)`` source line under each) are import-time noise, not progress, and a
+    reporter's "(nothing after this)" is no log line."""
     for i in range(len(ordered) - 1, -1, -1):
         message = ordered[i].message
-        if message and not _PY_WARNING.search(message) and not message.startswith("warnings.warn("):
+        if (
+            message
+            and not _PY_WARNING.search(message)
+            and not message.startswith("warnings.warn(")
+            and not _COMMENTARY.match(message)
+        ):
             return i
     return None
 

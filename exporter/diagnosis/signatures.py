@@ -369,8 +369,15 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "cuda_fault",
         C.CUDA_ERROR,
-        ("illegal memory access", "illegal instruction", "misaligned address"),
-        r"illegal memory access|an illegal instruction was encountered|misaligned address",
+        (
+            "illegal memory access",
+            "illegal instruction",
+            "misaligned address",
+            "access fault by GPU",
+        ),
+        # ROCm says "Memory access fault by GPU node-N" for the same fault
+        r"illegal memory access|an illegal instruction was encountered|misaligned address"
+        r"|Memory access fault by GPU",
         95,
     ),
     sig(
@@ -486,11 +493,21 @@ SIGNATURES: tuple[Signature, ...] = (
         25,
     ),
     sig(
+        "job_cancelled",
+        C.KILLED_BY_SIGNAL,
+        ("CANCELLED AT", "DUE TO TIME LIMIT", "DUE TO PREEMPTION", "Evicted", "preempted"),
+        r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
+        r"|\bEvicted\b.*\b(?:pod|node)\b|\bpod (?:was )?preempted\b",
+        65,  # a batch system or the cluster stopped it: killed from outside
+    ),
+    sig(
         "host_oom_killer",
         C.KILLED_BY_SIGNAL,
         ("Killed process", "oom-kill", "oom_reaper", "invoked oom-killer", "OOMKilled"),
         r"Out of memory: Killed process|oom-kill:|oom_reaper:|invoked oom-killer|\bOOMKilled\b",
-        65,  # the kernel's OOM killer: host memory, whatever the last Python words were
+        # The kernel's OOM killer: host memory, whatever the last Python words were. Below
+        # scheduler_died, whose earlier line (SGLang noticing) is the root when both show.
+        54,
     ),
     # --- other known conditions
     sig(

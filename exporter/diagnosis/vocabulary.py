@@ -53,8 +53,8 @@ FAMILIES: tuple[Family, ...] = (
         "memory_budget",
         C.POOL_INIT_OOM,
         r"not enough (?:\w+ )?memory (?:available|for|to|left)"
-        r"|(?:requesting|requires?|need(?:s|ed)?) [\d.]+ ?[GMK]i?B,? but only"
-        r"|leaves? no (?:\w+ )?memory for",
+        r"|(?:requesting|requires?|need(?:s|ed)?) ~?\S+ ?[GMK]i?B,? but only"
+        r"|leaves? no (?:\w+ )?(?:memory|room|space) for|cannot fit (?:one|a single|even one)\b",
         specific=True,
     ),
     _family(
@@ -88,7 +88,8 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "port_taken",
         C.PORT_IN_USE,
-        r"address already in use|port \S+ is (?:already )?(?:in use|occupied|taken|not available)",
+        r"address already in use|port \S+ is (?:already )?(?:in use|occupied|taken|not available)"
+        r"|(?:failed to|could not|cannot|unable to) bind(?: to)? (?:the )?port",
         specific=True,
     ),
     _family(
@@ -116,7 +117,8 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "peers_and_transport",
         C.DISTRIBUTED_INIT,
-        r"nccl|gloo|c10d|rendezvous|process group|bootstrap|mooncake|nixl|rdma|ibverbs|nvshmem"
+        r"nccl|gloo|c10d|rendezvous|process group|bootstrap|mooncake|nixl|rdma|ibverbs|ibv_\w+"
+        r"|\bUCX\b|nvshmem"
         r"|hccl|rccl|oneccl|transfer (?:engine|task)|failed to complete transfers|all_?reduce"
         r"|\bbarrier\b|dist(?:ributed)? init|kv ?transfer|(?:prefill|decode) (?:instance|server)"
         r" failed|handshake",
@@ -126,15 +128,17 @@ FAMILIES: tuple[Family, ...] = (
         C.CUDA_ERROR,
         r"cuda (?:error|failure)|cudaError|hip error|hipError|device-side|illegal (?:memory|"
         r"instruction)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
-        r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|\bE[EZ]9999\b|NPU error",
+        r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|ACL (?:\w+ ){1,2}failed"
+        r"|\bE[EZ]9999\b|NPU error",
     ),
     _family(
         "model_unsupported",
         C.UNSUPPORTED_MODEL,
         r"(?:architecture|model(?: type)?)s? \S+ (?:is |are )?not (?:yet )?supported"
-        r"|unsupported (?:model|architecture)|does not recognize this architecture"
+        r"|unsupported (?:[\w-]+ )?(?:model|architecture)|does not recognize this architecture"
         r"|no (?:model|implementation) (?:class )?(?:found |registered )?for"
-        r" (?:architecture|model)",
+        r" (?:architecture|model)|processor registered (?:in \w+ )?for (?:architecture|model)"
+        r"|unimplemented model type|does not support (?:the )?model (?:architecture|type)",
     ),
     _family(
         "model_files",
@@ -142,7 +146,17 @@ FAMILIES: tuple[Family, ...] = (
         r"(?:config|checkpoint|weights?|tokenizer|safetensors|model)\S* (?:file )?(?:is )?"
         r"(?:not found|missing|does not exist)|no such file or directory: \S*(?:\.json|\.bin"
         r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
-        r"|HeaderTooLarge|trust_remote_code|incomplete (?:download|checkpoint)",
+        r"|HeaderTooLarge|trust_remote_code|incomplete (?:download|checkpoint)"
+        r"|no model weights found|not all (?:parameters|weights) (?:were )?loaded|gguf config",
+    ),
+    # A checkpoint whose config does not hold what the model needs.
+    _family(
+        "model_config",
+        C.MODEL_LOAD_ERROR,
+        r"(?:not found|missing|cannot find|can't find)\b.{0,40}\b(?:in|from) (?:the )?"
+        r"(?:model'?s? )?(?:quantization )?config|config(?:\.json)? (?:error|is missing)"
+        r"|missing (?:\w+ ){0,2}config|hf_quant_config|checkpoint (?:key|has no)"
+        r"|(?:rope_\w+|head_dim) not found",
     ),
     # A kernel that exists only for other GPUs.
     _family(
@@ -174,9 +188,20 @@ FAMILIES: tuple[Family, ...] = (
         r"(?:--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+)\b.*\b(?:must|requires?|required|not supported"
         r"|only (?:supported|available|supports?)|cannot|can't|should|invalid|expects?|needs?"
         r"|is incompatible|conflict\w*|not (?:allowed|compatible)|mismatch)"
-        r"|\b(?:requires?|set|pass|use|add|remove|specify|enable|disable|increase|raise|lower)"
-        r" (?:the )?(?:--[a-z][\w-]+|SGLANG_[A-Z0-9_]+)",
+        r"|\b(?:requires?|set|pass|use|add|remove|specify|enable|disable|increase|raise|lower"
+        r"|verify|check)(?: whether| that| if)? (?:the )?(?:env(?:ironment)? var(?:iable)? )?"
+        r"[`'\"]?(?:--[a-z][\w-]+|SGLANG_[A-Z0-9_]+)",
         exceptions_only=True,
+    ),
+    # Parallel sizes that do not fit the model's shapes.
+    _family(
+        "parallel_sizes",
+        C.INVALID_ARGUMENT,
+        r"(?:(?:tensor|pipeline|expert|data|attention|context) parallel size"
+        r"|\b(?:tp|ep|dp|pp|moe_ep|attn_tp|attn_dp)_size\b|world[ _]size)\b.{0,60}"
+        r"\b(?:greater than|larger than|exceeds|divisible|aligned|must be|multiple of)"
+        r"|too large tensor parallel size"
+        r"|divisible by (?:the )?(?:tp|ep|dp|pp|attn_tp)(?:_size| size)",
     ),
     _family(
         "rejected_combination",
@@ -189,7 +214,8 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "timed_out",
         C.HANG_TIMEOUT,
-        r"timed? ?out|timeout|deadlock|stuck|no response|not responding",
+        r"timed? ?out|timeout|deadlock|stuck|no response|not responding|health check failed"
+        r"|not ready after (?:waiting )?\S+ seconds",
     ),
 )
 
@@ -197,12 +223,15 @@ _ERROR_RECORD = re.compile(
     r"^(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL)\s*[:\]|-]"
     r"|^what\(\):|Fatal Python error|Traceback \(most recent call last\)"
     r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received"
-    r"|^(?:Error|error|Fatal|fatal)(?:\[[\w-]+\])?: |^panic: |panicked at "
+    r"|^(?:Error|error|Fatal|fatal)(?:\[[\w-]+\])?: |^[\w.-]+: (?:error|fatal)\b|^panic: "
+    r"|panicked at "
     r"|\"level\": ?\"(?:error|fatal|critical)\"|\blevel=(?:error|fatal)\b"
     r"|^(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
 )
 # Lines that say something failed, in the plain words of a log record.
-_FAILURE_WORDS = re.compile(r"\b(?:failed|failure|could not|unable to|error)\b", re.IGNORECASE)
+_FAILURE_WORDS = re.compile(
+    r"\b(?:failed|failure|could not|unable to|error|not found)\b", re.IGNORECASE
+)
 # ...but not these: warnings, advice, fallbacks, one request's fate, progress bars.
 _NOT_A_FAILURE = re.compile(
     r"\b(?:warn(?:ing)?|deprecat\w*|retrying|fall(?:ing)? ?back|skipp\w*|no errors?|errors?=0"
@@ -211,7 +240,8 @@ _NOT_A_FAILURE = re.compile(
     re.IGNORECASE,
 )
 TEARDOWN = re.compile(
-    r"Received sigquit from a child|scheduler is dead|exit code:? -?\d+|Scheduler hit an exception"
+    r"Received sigquit from a child|SIGQUIT received|scheduler is dead|exit code:? -?\d+"
+    r"|Scheduler hit an exception"
     r"|hit an exception|kill_process_tree called|Child process unexpectedly failed"
 )
 
@@ -232,7 +262,8 @@ def reports_error(message: str) -> bool:
 
 
 def says_failed(message: str) -> bool:
-    """The line is an error by its form, or says in plain words that something failed."""
+    """The line is an error by its form, or says in plain words that something failed
+    (SGLang's own error records carry no level: "... library not found. Please install it")."""
     if reports_error(message):
         return True
     return _FAILURE_WORDS.search(message) is not None and not _NOT_A_FAILURE.search(message)
