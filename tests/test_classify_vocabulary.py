@@ -27,10 +27,10 @@ from tools.sglang_vocabulary.vocabulary import (
 # these. (share of class-worthy messages called other/none, share given another class, share
 # of messages labelled other that get a class).
 FLOORS: dict[str, tuple[float, float, float]] = {
-    "0.4.6": (0.21, 0.00, 0.12),
-    "0.5.0rc2": (0.22, 0.01, 0.13),
-    "0.5.9": (0.23, 0.01, 0.10),
-    "0.5.16": (0.38, 0.02, 0.10),
+    "0.4.6": (0.20, 0.00, 0.11),
+    "0.5.0rc2": (0.22, 0.01, 0.12),
+    "0.5.9": (0.22, 0.01, 0.10),
+    "0.5.16": (0.37, 0.02, 0.09),
     "0.5.23": (0.68, 0.02, 0.10),
     "lower_layers": (0.10, 0.00, 0.00),
 }

@@ -59,7 +59,12 @@ PLACEHOLDER = "{...}"
 VALUES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rx), value)
     for rx, value in [
-        (r"architectures?\b|\barch\b|model_cls|class_name|__name__", "Qwen3ForCausalLM"),
+        (
+            r"architectures?\b|\barch\b|model_cls|model_class|model[\w.]*\)?\.__name__",
+            "Qwen3ForCausalLM",
+        ),
+        (r"[Ee]rror_?[Ss]tring|strerror", "invalid argument"),
+        (r"^int\(result\[0\]\)$|error_code|\berr_code\b|return_code|\bret\b|\brc\b", "1"),
         (r"model_type", "qwen3"),
         (
             r"model_path|model_name|tokenizer_path|\bpath\b|_path\b|_dir\b|\bfile",
