@@ -33,7 +33,7 @@ FLOORS: dict[str, tuple[float, float, float]] = {
     "0.5.9": (0.27, 0.01, 0.10),
     "0.5.16": (0.39, 0.02, 0.09),
     "0.5.23": (0.68, 0.02, 0.10),
-    "lower_layers": (0.10, 0.00, 0.00),
+    "lower_layers": (0.11, 0.00, 0.00),
 }
 TARGET_MISSED_SHARE = 0.05
 NAMES = [*releases(), LOWER_LAYERS.stem]
