@@ -28,11 +28,11 @@ from tools.sglang_vocabulary.vocabulary import (
 # these. (share of class-worthy messages called other/none, share given another class, share
 # of messages labelled other that get a class).
 FLOORS: dict[str, tuple[float, float, float]] = {
-    "0.4.6": (0.26, 0.00, 0.12),
+    "0.4.6": (0.25, 0.00, 0.11),
     "0.5.0rc2": (0.27, 0.01, 0.12),
-    "0.5.9": (0.27, 0.01, 0.10),
+    "0.5.9": (0.26, 0.01, 0.10),
     "0.5.16": (0.39, 0.02, 0.09),
-    "0.5.23": (0.68, 0.02, 0.10),
+    "0.5.23": (0.67, 0.02, 0.10),
     "lower_layers": (0.11, 0.00, 0.00),
 }
 TARGET_MISSED_SHARE = 0.05
