@@ -151,7 +151,7 @@ def render(node: ast.expr) -> str:
         return str(node.value)
     if isinstance(node, ast.JoinedStr):
         return "".join(
-            str(part.value) if isinstance(part, ast.Constant) else formatted(part)
+            formatted(part) if isinstance(part, ast.FormattedValue) else str(part.value)
             for part in node.values
         )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -162,13 +162,28 @@ def render(node: ast.expr) -> str:
     if isinstance(node, ast.IfExp):  # the branch that reads as the failure: the first
         return render(node.body)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # "...".format()
-        template = render(node.func.value)
-        return re.sub(r"\{[^{}]*\}", lambda _m: PLACEHOLDER, template)
+        return brace_format(render(node.func.value), node)
     return value_of(node)
 
 
-def formatted(part: ast.expr) -> str:
-    assert isinstance(part, ast.FormattedValue)
+def brace_format(template: str, call: ast.Call) -> str:
+    """``template.format(...)`` with each field filled from the argument it names."""
+    positional = iter(call.args)
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+
+    def one(match: re.Match[str]) -> str:
+        field = re.split(r"[!:.\[]", match.group(1))[0]
+        if field.isdigit():
+            index = int(field)
+            arg = call.args[index] if index < len(call.args) else None
+        else:
+            arg = keywords.get(field) if field else next(positional, None)
+        return value_of(arg) if arg is not None else PLACEHOLDER
+
+    return re.sub(r"\{([^{}]*)\}", one, template)
+
+
+def formatted(part: ast.FormattedValue) -> str:
     if is_text(part.value):
         return render(part.value)
     return value_of(part.value)
@@ -210,6 +225,7 @@ class Names:
 
 
 def records(path: str, source: str) -> Iterator[dict]:
+    """The error messages of one module, as the rows of <version>.jsonl."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -217,10 +233,10 @@ def records(path: str, source: str) -> Iterator[dict]:
     lines = source.splitlines()
     names = Names(tree, path.removesuffix(".py").replace("/", "."))
     for function, node in statements(tree):
-        found = classify_node(node, names)
+        found = message_site(node, names)
         if found is None:
             continue
-        kind, kind_type, message = found
+        kind, type_name, message = found
         if not message.strip():
             continue
         yield {
@@ -228,7 +244,7 @@ def records(path: str, source: str) -> Iterator[dict]:
             "line": node.lineno,
             "function": function,
             "kind": kind,
-            "type": kind_type,
+            "type": type_name,
             "code": lines[node.lineno - 1].strip(),
             "message": message,
         }
@@ -250,7 +266,9 @@ def statements(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     yield from walk(tree, "<module>")
 
 
-def classify_node(node: ast.AST, names: Names) -> tuple[str, str, str] | None:
+def message_site(node: ast.AST, names: Names) -> tuple[str, str, str] | None:
+    """(kind, exception type or log level, message) when the node raises, asserts or logs an
+    error with a readable message."""
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
         message = message_of(node.exc)
         return None if message is None else ("raise", names.printed(node.exc.func), message)

@@ -46,13 +46,11 @@ class Rule:
     kind: re.Pattern[str] | None = None
 
     def matches(self, row: dict) -> bool:
-        return all(
-            pattern is None or pattern.search(row[key]) is not None
-            for key, pattern in self.patterns()
-        )
-
-    def patterns(self) -> list[tuple[str, re.Pattern[str] | None]]:
-        return [(key, getattr(self, key)) for key in PATTERN_KEYS]
+        for key in PATTERN_KEYS:
+            pattern = getattr(self, key)
+            if pattern is not None and pattern.search(row[key]) is None:
+                return False
+        return True
 
 
 def load_rules(path: Path = RULES) -> list[Rule]:
