@@ -129,7 +129,7 @@ FAMILIES: tuple[Family, ...] = (
         r"cuda (?:error|failure)|cudaError|hip error|hipError|device-side|illegal (?:memory|"
         r"instruction)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
         r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|ACL (?:\w+ ){1,2}failed"
-        r"|\bE[EZ]9999\b|NPU error",
+        r"|\bE[EZ]9999\b|NPU error|driver .{0,30}too old|update your GPU driver",
     ),
     _family(
         "model_unsupported",
@@ -146,17 +146,19 @@ FAMILIES: tuple[Family, ...] = (
         r"(?:config|checkpoint|weights?|tokenizer|safetensors|model)\S* (?:file )?(?:is )?"
         r"(?:not found|missing|does not exist)|no such file or directory: \S*(?:\.json|\.bin"
         r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
-        r"|HeaderTooLarge|trust_remote_code|incomplete (?:download|checkpoint)"
+        r"|HeaderTooLarge|incomplete (?:download|checkpoint)"
         r"|no model weights found|not all (?:parameters|weights) (?:were )?loaded|gguf config",
     ),
-    # A checkpoint whose config does not hold what the model needs.
+    # A checkpoint whose config or tensors do not hold what the model needs.
     _family(
         "model_config",
         C.MODEL_LOAD_ERROR,
         r"(?:not found|missing|cannot find|can't find)\b.{0,40}\b(?:in|from) (?:the )?"
         r"(?:model'?s? )?(?:quantization )?config|config(?:\.json)? (?:error|is missing)"
         r"|missing (?:\w+ ){0,2}config|hf_quant_config|checkpoint (?:key|has no)"
-        r"|(?:rope_\w+|head_dim) not found",
+        r"|(?:rope_\w+|head_dim) not found|\w*config\.json\b|has shape .{0,60}expected"
+        r"|\b(?:weights?|checkpoint|parameters?|tensors?)\b.{0,40}\b(?:not found|missing|must "
+        r"declare|coverage|do not correspond)",
     ),
     # A kernel that exists only for other GPUs.
     _family(
@@ -185,12 +187,7 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "setting_rejected",
         C.INVALID_ARGUMENT,
-        r"(?:--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+)\b.*\b(?:must|requires?|required|not supported"
-        r"|only (?:supported|available|supports?)|cannot|can't|should|invalid|expects?|needs?"
-        r"|is incompatible|conflict\w*|not (?:allowed|compatible)|mismatch)"
-        r"|\b(?:requires?|set|pass|use|add|remove|specify|enable|disable|increase|raise|lower"
-        r"|verify|check)(?: whether| that| if)? (?:the )?(?:env(?:ironment)? var(?:iable)? )?"
-        r"[`'\"]?(?:--[a-z][\w-]+|SGLANG_[A-Z0-9_]+)",
+        r"(?:^|[\s`'\"(=\[])--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+",
         exceptions_only=True,
     ),
     # Parallel sizes that do not fit the model's shapes.
@@ -200,16 +197,18 @@ FAMILIES: tuple[Family, ...] = (
         r"(?:(?:tensor|pipeline|expert|data|attention|context) parallel size"
         r"|\b(?:tp|ep|dp|pp|moe_ep|attn_tp|attn_dp)_size\b|world[ _]size)\b.{0,60}"
         r"\b(?:greater than|larger than|exceeds|divisible|aligned|must be|multiple of)"
-        r"|too large tensor parallel size"
+        r"|too large tensor parallel size|tensor_parallel"
+        r"|divisible by (?:the )?(?:attn(?:ention)? )?(?:tp|ep|dp|pp|world)\b"
         r"|divisible by (?:the )?(?:tp|ep|dp|pp|attn_tp)(?:_size| size)",
     ),
     _family(
         "rejected_combination",
         C.INVALID_ARGUMENT,
-        r"(?:is|are) not supported (?:with|when|for|on|in)|cannot be (?:used|enabled|combined)"
-        r" (?:with|together|when)|only supports?|is incompatible with|mutually exclusive"
+        r"(?:is|are) not supported (?:with|when|together)|cannot be (?:used|enabled|combined)"
+        r" (?:with|together|when)|is incompatible with|mutually exclusive"
         r"|--[\w-]+ (?:must|should|requires?|is required|cannot|only)|please (?:set|use|specify"
-        r"|disable|enable) --|invalid value for|is only (?:supported|available)",
+        r"|disable|enable) --|invalid value for|custom code which must be executed"
+        r"|trust_remote_code=True",
     ),
     _family(
         "timed_out",
