@@ -35,7 +35,7 @@ from exporter.diagnosis.signatures import (
     Resolve,
     Signature,
 )
-from exporter.diagnosis.taxonomy import REMEDIES, FailureClass, Phase
+from exporter.diagnosis.taxonomy import SPECS, FailureClass, Phase
 from exporter.diagnosis.vocabulary import TEARDOWN, Family, family_of, reports_error, says_failed
 from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
@@ -173,10 +173,10 @@ class Classification:
 
     @property
     def remedy(self) -> str:
-        return REMEDIES[self.failure_class].advice
+        return SPECS[self.failure_class].advice
 
     def to_json(self) -> dict[str, object]:
-        remedy = REMEDIES[self.failure_class]
+        remedy = SPECS[self.failure_class]
         return {
             "failure_class": self.failure_class.value,
             "root_cause_line": self.root_cause_line,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from exporter.config import FlagValue
 from exporter.diagnosis.planner import Plan
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.taxonomy import SPECS, FailureClass
 
 GIB = 1 << 30
 FRACTION_STEP = 0.05
@@ -26,14 +26,7 @@ REQUESTS_FLOOR = 1
 
 
 # The classes an automatic change can address; the others need a human or a retry.
-REMEDIED = frozenset(
-    {
-        FailureClass.POOL_INIT_OOM,
-        FailureClass.MAMBA_CACHE_EXHAUSTED,
-        FailureClass.CUDA_GRAPH_OOM,
-        FailureClass.RUNTIME_OOM,
-    }
-)
+REMEDIED = frozenset(c for c, spec in SPECS.items() if spec.automatic_remedy)
 
 
 @dataclass(frozen=True)
