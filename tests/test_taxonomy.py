@@ -33,7 +33,7 @@ def test_a_class_has_an_automatic_remedy_exactly_when_its_spec_says_so(failure_c
 
 
 def test_deterministic_classes_are_those_not_worth_an_unchanged_retry():
-    assert DETERMINISTIC == {c for c, spec in SPECS.items() if not spec.retry_unchanged}
+    assert {c for c, spec in SPECS.items() if not spec.retry_unchanged} == DETERMINISTIC
     assert FailureClass.INVALID_ARGUMENT in DETERMINISTIC
     assert FailureClass.CUDA_ERROR not in DETERMINISTIC
 
