@@ -61,6 +61,9 @@ def sig(
 
 
 OOM = Resolve.OUT_OF_MEMORY
+# Below this priority a signature names a condition or a consequence; a Python exception of
+# its own (judged by its frames and wording) says more about the cause.
+DECISIVE = 50
 # Tiers: 100 specific cause, 90 specific but sometimes secondary, 80 generic family,
 # 60 crash without a Python cause, 40 non-fatal condition, 20 consequence only.
 SIGNATURES: tuple[Signature, ...] = (
