@@ -7,12 +7,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from exporter.diagnosis.frames import frame_at, frames_before, is_frame_text, source_line
+from exporter.diagnosis.frames import frames_before, is_frame_text, source_line
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
 from exporter.diagnosis.reading import (
     IGNORED_ERRORS,
-    PY_WARNING,
     SERVING,
     Hit,
     Reading,
@@ -23,7 +22,7 @@ from exporter.diagnosis.reading import (
 from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
-from exporter.diagnosis.vocabulary import TEARDOWN, Family, family_of, reports_error, says_failed
+from exporter.diagnosis.vocabulary import TEARDOWN, Family, family_of, reports_error
 from exporter.logs.events import EventKind
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
@@ -207,25 +206,16 @@ def _earliest_statement(ordered: Sequence[LogLine], position: int, message: str)
     return position
 
 
-def _error_lines(ordered: Sequence[LogLine], strict: bool):
+def _error_lines(attempt: Reading, strict: bool) -> list[int]:
     """Positions of the lines that report an error (by form alone when ``strict``), outside
     traceback frames and the code lines printed under them."""
-    shaped = reports_error if strict else says_failed
-    for i, line in enumerate(ordered):
-        message = line.message
-        if (
-            not shaped(message)
-            or is_frame_text(ordered, i)
-            or (i > 0 and frame_at(ordered, i - 1) is not None and not is_exception(line))
-            or PY_WARNING.search(message)
-            or message.startswith(IGNORED_ERRORS)
-        ):
-            continue
-        yield i
+    if strict:
+        return [i for i in attempt.failure_lines if reports_error(attempt.ordered[i].message)]
+    return attempt.failure_lines
 
 
 def _by_error_wording(attempt: Reading) -> Verdict | None:
-    for i in _error_lines(attempt.ordered, strict=False):
+    for i in _error_lines(attempt, strict=False):
         message = attempt.ordered[i].message
         family = family_of(message, in_exception=is_exception(attempt.ordered[i]))
         if family is not None:
@@ -251,7 +241,7 @@ def _by_numbers(attempt: Reading) -> Verdict | None:
     ordered = attempt.ordered
     for i, line in enumerate(ordered):
         match = _STARVED_CAPTURE.search(line.message)
-        if match and float(match.group("gb")) < _STARVED_GB and _fails_after(ordered, i):
+        if match and float(match.group("gb")) < _STARVED_GB and _fails_after(attempt, i):
             return Verdict(
                 FailureClass.CUDA_GRAPH_OOM,
                 i,
@@ -263,10 +253,10 @@ def _by_numbers(attempt: Reading) -> Verdict | None:
     return None
 
 
-def _fails_after(ordered: Sequence[LogLine], position: int, span: int = 60) -> bool:
-    if ordered[position].message.endswith(TRACEBACK_START):
+def _fails_after(attempt: Reading, position: int, span: int = 60) -> bool:
+    if attempt.ordered[position].message.endswith(TRACEBACK_START):
         return True
-    return any(says_failed(line.message) for line in ordered[position + 1 : position + span])
+    return any(position < i <= position + span for i in attempt.failure_lines)
 
 
 def _by_outcome(attempt: Reading) -> Verdict | None:
@@ -312,7 +302,7 @@ def _by_error_lines(attempt: Reading) -> Verdict | None:
     stopped_at = next(
         (p for p, e in attempt.steps if e.kind is EventKind.SIGTERM_RECEIVED), len(attempt.ordered)
     )
-    for i in _error_lines(attempt.ordered, strict=True):
+    for i in _error_lines(attempt, strict=True):
         is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
         if is_teardown and i > stopped_at:
             continue  # a clean stop tears down too

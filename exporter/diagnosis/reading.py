@@ -6,11 +6,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
-from exporter.diagnosis.frames import frames_before
+from exporter.diagnosis.frames import frame_at, frames_before, is_frame_text
 from exporter.diagnosis.order import in_time_order
-from exporter.diagnosis.signatures import CONSEQUENCE_EXCEPTIONS, DECISIVE, SIGNATURES, Signature
+from exporter.diagnosis.signatures import (
+    ANY_LITERAL,
+    CONSEQUENCE_EXCEPTIONS,
+    DECISIVE,
+    LONGEST_LITERAL,
+    SIGNATURES,
+    Signature,
+)
 from exporter.diagnosis.verdict import Outcome
+from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE
@@ -58,6 +67,24 @@ class Reading:
     steps: list[tuple[int, Event]]  # lifecycle events by position
     batches: list[tuple[int, Event]]  # decode batch lines by position
     outcome: Outcome
+
+    @cached_property
+    def failure_lines(self) -> list[int]:
+        """Positions of the lines that say something failed (vocabulary.says_failed), outside
+        traceback frames and the code lines printed under them; several layers ask."""
+        ordered = self.ordered
+        found = []
+        for i, line in enumerate(ordered):
+            message = line.message
+            if (
+                says_failed(message)
+                and not is_frame_text(ordered, i)
+                and not (i > 0 and frame_at(ordered, i - 1) is not None and not is_exception(line))
+                and not PY_WARNING.search(message)
+                and not message.startswith(IGNORED_ERRORS)
+            ):
+                found.append(i)
+        return found
 
 
 def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) -> Reading:
@@ -152,12 +179,18 @@ def _drop_expected(
 
 
 def _wrapped(first: str, second: str) -> list[Signature]:
-    """Signatures that match only across a hard wrap between two lines (``EAD``/``DRINUSE``)."""
-    found = []
-    for joined in (first + second, first + " " + second):
+    """Signatures that match only across a hard wrap between two lines (``EAD``/``DRINUSE``):
+    those with a literal that spans the break, looked for around the break alone."""
+    found: list[Signature] = []
+    for separator in ("", " "):
+        around = first[-LONGEST_LITERAL:] + separator + second[:LONGEST_LITERAL]
+        if not ANY_LITERAL.search(around):
+            continue
+        joined = first + separator + second
         for signature in SIGNATURES:
             if (
                 signature not in found
+                and any(lit in around and lit not in first for lit in signature.literals)
                 and signature.matches(joined)
                 and not (signature.matches(first) or signature.matches(second))
             ):

@@ -528,28 +528,10 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
-# What an exception's frames say when its message does not (a bare AssertionError, a
-# KeyError): the first rule whose fragment appears in a frame path or function wins.
-FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
-    (("server_args.py", "check_server_args", "__post_init__"), C.INVALID_ARGUMENT),
-    (
-        (
-            "/triton",
-            "triton_ops",
-            "flashinfer",
-            "deep_gemm",
-            "deep_ep",
-            "sgl_kernel",
-            "cutlass",
-            "extend_attention",
-            "decode_attention",
-            "/jit/",
-        ),
-        C.KERNEL_ERROR,
-    ),
-    (("model_loader", "load_weights", "weight_loader", "weight_utils"), C.MODEL_LOAD_ERROR),
-    (("distributed_c10d", "parallel_state", "pynccl", "rendezvous"), C.DISTRIBUTED_INIT),
-)
+# A hard wrap can only make a signature match when one of its literals spans the break: the
+# few characters around it are searched for any literal at once.
+LONGEST_LITERAL = max(len(lit) for s in SIGNATURES for lit in s.literals)
+ANY_LITERAL = re.compile("|".join(re.escape(lit) for s in SIGNATURES for lit in s.literals))
 
 # Where an out-of-memory error happened, from its frames; checked in this order.
 OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (

@@ -218,14 +218,37 @@ FAMILIES: tuple[Family, ...] = (
     ),
 )
 
-_ERROR_RECORD = re.compile(
-    r"^(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL)\s*[:\]|-]"
-    r"|^what\(\):|Fatal Python error|Traceback \(most recent call last\)"
-    r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received"
-    r"|^(?:Error|error|Fatal|fatal)(?:\[[\w-]+\])?: |^[\w.-]+: (?:error|fatal)\b|^panic: "
-    r"|panicked at "
+# An error record by its opening: a level, a glog "E" line, a program's "name: error:".
+_ERROR_OPENING = re.compile(
+    r"(?:ERROR|CRITICAL|FATAL)\b|E\d{4} \d\d:\d\d:\d\d|what\(\):|(?:Error|error|Fatal|fatal)"
+    r"(?:\[[\w-]+\])?: |[\w.-]+: (?:error|fatal)\b|panic: "
+    r"|(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
+)
+# ...or anywhere in the line; each alternative carries a literal, checked first.
+_ERROR_INSIDE_LITERALS = (
+    "ERROR",
+    "CRITICAL",
+    "Fatal Python error",
+    "Traceback (most recent",
+    "terminate called",
+    "Segfault",
+    "*** SIG",
+    "panicked at ",
+    "level",
+)
+_ERROR_INSIDE = re.compile(
+    r"\b(?:ERROR|CRITICAL)\s*[:\]|-]|Fatal Python error|Traceback \(most recent call last\)"
+    r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received|panicked at "
     r"|\"level\": ?\"(?:error|fatal|critical)\"|\blevel=(?:error|fatal)\b"
-    r"|^(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
+)
+_TEARDOWN_LITERALS = (
+    "sigquit",
+    "SIGQUIT",
+    "scheduler is dead",
+    "xit code",
+    "hit an exception",
+    "kill_process_tree",
+    "unexpectedly failed",
 )
 # Lines that say something failed, in the plain words of a log record.
 _FAILURE_WORDS = re.compile(
@@ -255,9 +278,11 @@ def family_of(text: str, in_exception: bool = True) -> Family | None:
 def reports_error(message: str) -> bool:
     """The line is an error by its form: an exception, an error record, a fatal banner,
     SGLang's teardown. A log with one of these failed, whatever else it says."""
-    return bool(
-        EXCEPTION_LINE.match(message) or _ERROR_RECORD.search(message) or TEARDOWN.search(message)
-    )
+    if EXCEPTION_LINE.match(message) or _ERROR_OPENING.match(message):
+        return True
+    if any(lit in message for lit in _ERROR_INSIDE_LITERALS) and _ERROR_INSIDE.search(message):
+        return True
+    return any(lit in message for lit in _TEARDOWN_LITERALS) and bool(TEARDOWN.search(message))
 
 
 def says_failed(message: str) -> bool:
