@@ -34,6 +34,7 @@ from tests.test_planner import (
 
 RECORDED = DATA / "planner_grid.json"
 VERSIONS = ("0.5.9", "0.5.23")
+GPUS = 8
 GPU_SIZES = {"a6000": A6000, "30gib": 30 * GIB, "80gib": 80 * GIB}
 MODELS = {"qwen36": QWEN36, "deepseek_v3": DEEPSEEK_V3, "llama3_8b": LLAMA3_8B}
 CPU_MODELS = {"tiny": model_config("tiny"), "large": model_config("large")}
@@ -42,7 +43,8 @@ NO_FRACTION = {k: v for k, v in INCIDENT.items() if k != "mem-fraction-static"}
 FLAG_SETS: dict[str, dict[str, object]] = {
     "none": {},
     "tp2": {"tp-size": 2},
-    "tp4": {"tp-size": 4},  # more GPUs than the grid's two: a PlanError
+    "tp4": {"tp-size": 4},
+    "tp16": {"tp-size": 16},  # more GPUs than the grid's eight: a PlanError
     "fraction-0.99": {"mem-fraction-static": 0.99},
     "incident": INCIDENT,
     "incident-no-fraction": NO_FRACTION,
@@ -60,6 +62,10 @@ FLAG_SETS: dict[str, dict[str, object]] = {
     "incident-cap": {**INCIDENT, "max-total-tokens": "64k", "max-running-requests": 16},
     "incident-mm-ipc": {**INCIDENT, "mm-feature-transport": "cuda_ipc"},
     "incident-standalone": {**INCIDENT, "speculative-algo": "STANDALONE"},
+    "incident-standalone-no-fraction": {**NO_FRACTION, "speculative-algo": "STANDALONE"},
+    "incident-eagle3-no-fraction": {**NO_FRACTION, "speculative-algo": "EAGLE3"},
+    "incident-tp4": {**INCIDENT, "tp-size": 4},
+    "incident-tp4-no-fraction": {**NO_FRACTION, "tp-size": 4},
     "incident-ngram": {"tp-size": 2, "speculative-algorithm": "NGRAM"},
     "eagle-default-shape": {"tp-size": 2, "speculative-algorithm": "EAGLE"},
     "long-context": {"context-length": 1 << 20},
@@ -107,7 +113,7 @@ def outcome(config, gpu, flags, version, calibration) -> dict[str, object]:
     """What one plan() call gives, in a form that JSON keeps exactly: the headline numbers,
     and a digest of the whole JSON (budget, explanations, notes, inputs, suggestions)."""
     try:
-        result = plan(config, gpu, 2, flags, version, calibration)
+        result = plan(config, gpu, GPUS, flags, version, calibration)
     except PlanError as error:
         return {"error": str(error)}
     whole = json.dumps(result.to_json(), sort_keys=True)
