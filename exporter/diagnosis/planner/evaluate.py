@@ -65,17 +65,24 @@ def evaluate(
         headroom_bytes=left,
         what_ate_the_budget=what_ate(budget),
         notes=notes,
-        inputs={
-            "calibrated": mem.free_source == "the log",
-            "mem_fraction_static": fraction,
-            "context_length": context,
-            "kv_cell_bytes": pool_cell_bytes(model, launch),
-            "state_bytes_per_request": state_bytes_per_request(model, launch),
-            "max_running_requests": n,
-            "speculative_num_draft_tokens": launch.draft_tokens or None,
-            "tp_size": launch.tp,
-        },
+        inputs=_inputs(model, launch, mem, fraction, context, n),
     )
+
+
+def _inputs(
+    model: Model, launch: Launch, mem: Memory, fraction: float, context: int, n: int | None
+) -> dict[str, object]:
+    """What the arithmetic used, for the plan's JSON."""
+    return {
+        "calibrated": mem.free_source == "the log",
+        "mem_fraction_static": fraction,
+        "context_length": context,
+        "kv_cell_bytes": pool_cell_bytes(model, launch),
+        "state_bytes_per_request": state_bytes_per_request(model, launch),
+        "max_running_requests": n,
+        "speculative_num_draft_tokens": launch.draft_tokens or None,
+        "tp_size": launch.tp,
+    }
 
 
 def _check_parallelism(model: Model, launch: Launch, gpus: int) -> None:

@@ -14,7 +14,7 @@ from exporter.diagnosis.planner.sizing import (
     Sizer,
     Sizing,
     mamba_ratio,
-    never,
+    never_radix_off,
     nothing_unbudgeted,
     radix_off,
 )
@@ -165,7 +165,7 @@ SIZER = Sizer(
     default_reserves_disabled_graphs=False,
     graph_reserve_mib=_graph_reserve_mib,
     slots_per_request=_slots_per_request,
-    radix_off_with_speculation=never,
+    radix_off_with_speculation=never_radix_off,
     budgets_slot_zero=True,
     size=_size,
     unbudgeted=nothing_unbudgeted,

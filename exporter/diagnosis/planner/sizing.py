@@ -1,5 +1,6 @@
 """What one SGLang version's sizer is (``Sizer``), what its sizing reads (``Pools``) and
-returns (``Sizing``), and the two mamba rules every version shares the shape of."""
+returns (``Sizing``), the two mamba rules every version shares the shape of, and what a
+version without a rule fills in for it."""
 
 from __future__ import annotations
 
@@ -92,10 +93,10 @@ def mamba_ratio(launch: Launch, radix_is_off: bool) -> int:
     return 1 if radix_is_off else launch.sizer.slots_per_request(launch)
 
 
-# What a version without the rule gives for it.
+# For a version without the rule.
 
 
-def never(model: Model, launch: Launch) -> bool:
+def never_radix_off(model: Model, launch: Launch) -> bool:
     return False
 
 
