@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from exporter.diagnosis.planner.versions import SIZERS
+
 # Every flag read here, with its argparse aliases; argparse also takes any unique prefix.
+# The flags whose name depends on the version come from every version's sizer.
 FLAG_NAMES: dict[str, str] = {
     name: name
     for name in (
@@ -33,15 +36,12 @@ FLAG_NAMES: dict[str, str] = {
         "mamba-full-memory-ratio",
         "max-mamba-cache-size",
         "mamba-ssm-dtype",
-        "mamba-scheduler-strategy",
-        "mamba-radix-cache-strategy",
         "disable-radix-cache",
         "disable-overlap-schedule",
         "disable-cuda-graph",
-        "cuda-graph-max-bs",
-        "cuda-graph-max-bs-decode",
         "language-only",
         "mm-feature-transport",
+        *(name for sizer in SIZERS.values() for name in sizer.flag_names),
     )
 } | {
     "tensor-parallel-size": "tp-size",

@@ -82,6 +82,10 @@ class Sizer:
     def __repr__(self) -> str:
         return f"Sizer({self.version!r})"
 
+    @property
+    def flag_names(self) -> tuple[str, ...]:
+        return self.mamba_strategy_flag, self.cuda_graph_max_bs_flag
+
 
 def radix_off(model: Model, launch: Launch) -> bool:
     """Whether the radix cache is off: by the flag, or by the version for this model."""
