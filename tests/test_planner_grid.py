@@ -1,10 +1,11 @@
 """plan() over a grid of the planner tests' own inputs, against values recorded once.
 
 The expected values in ``tests/data/planner_grid.json`` were recorded from the single-module
-``exporter/diagnosis/planner.py`` (commit 6d4888e) before it became a package, by running
-this module as a script (``.venv/bin/python -m tests.test_planner_grid``) against that
-commit. They pin the split to the old behaviour: every case's verdict and token count,
-and a digest of its whole JSON (budget steps, explanations, notes, inputs).
+``exporter/diagnosis/planner.py`` of commit 6d4888e, before it became a package: this module
+was run as a script against a copy of that commit (``git archive 6d4888e | tar -x -C OLD``,
+this file copied in, then ``PYTHONPATH=OLD .venv/bin/python -m tests.test_planner_grid``).
+They pin the package to the old behaviour: every case's verdict and token count, and a
+digest of its whole JSON (budget steps, explanations, notes, inputs, suggestions).
 Re-recording is only right for a deliberate change of the arithmetic, never to make a
 refactoring pass.
 """
