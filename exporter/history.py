@@ -1,8 +1,8 @@
 """The append-only attempt history: ``<state_dir>/attempts.jsonl``.
 
-Every attempt leaves a ``preflight`` record when its command was planned before launch, a
-``start`` record, a ``ready`` record once it serves and an ``end`` record, one JSON object
-per line, each fsynced before the daemon goes on. A daemon killed with ``kill -9`` leaves
+Every attempt leaves a ``start`` record (with what the pre-flight planned for its command,
+when it ran), a ``ready`` record once it serves and an ``end`` record, one JSON object per
+line, each fsynced before the daemon goes on. A daemon killed with ``kill -9`` leaves
 at worst a truncated last line; the next daemon reads around it and continues the restart
 count, the backoff and the crash-loop limit where the last one left.
 Records are written as given: the caller redacts secrets first.
@@ -23,12 +23,7 @@ from pathlib import Path
 HISTORY_FILE = "attempts.jsonl"
 
 # Which attribute the "time" of each record type fills.
-_TIME_FIELDS = {
-    "preflight": "planned_at",
-    "start": "started_at",
-    "ready": "ready_at",
-    "end": "ended_at",
-}
+_TIME_FIELDS = {"start": "started_at", "ready": "ready_at", "end": "ended_at"}
 
 
 class HistoryWriteError(Exception):
@@ -64,8 +59,7 @@ class AttemptRecord:
     stopped_by: str | None = None
     processes: list[dict] = field(default_factory=list)
     reason: str | None = None
-    planned_at: float | None = None
-    preflight: dict | None = None  # the pre-flight's findings (supervisor/preflight.py)
+    preflight: dict | None = None  # what the pre-flight found (supervisor/preflight.py)
     # Keys this version does not know, kept so that a newer daemon's records survive.
     extra: dict[str, object] = field(default_factory=dict)
 

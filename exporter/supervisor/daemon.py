@@ -125,6 +125,7 @@ class Daemon:
         self._last_id = 0
         self._remedies: Counter[str] = Counter()
         self._planned: Preflight | None = None  # the pre-flight of the next or current launch
+        self._planned_at: float | None = None
         self.probes = ProbeCollector(
             config.policy.health_interval_s,
             on_snapshot=self._exits.wake,
@@ -340,6 +341,7 @@ class Daemon:
                 "processes": [leader.to_json()],
                 "reason": reason,
                 **self._patch_record(index),
+                **self._preflight_record(),
             }
         )
         with self._lock:
@@ -360,10 +362,10 @@ class Daemon:
         sizing failure gets the planner's cheapest fitting change first, as a patch that
         later remedies build on. Whatever goes wrong here, the launch goes ahead."""
         policy = self.config.policy
-        self._planned = None
+        self._planned = self._planned_at = None
         if policy.preflight == "off":
             return
-        at = self._clock()
+        self._planned_at = self._clock()
         args = self._args(index)
         version = self.config.sglang.version or "0.5.9"
         try:
@@ -381,7 +383,10 @@ class Daemon:
             self._planned = result
         say = log.info if result.verdict == FITS else log.warning
         say("attempt %d: %s", number, result.sentence())
-        self._record(result.record(number, at))
+
+    def _preflight_record(self) -> dict:
+        planned = self._planned
+        return planned.record(self._planned_at or 0.0) if planned is not None else {}
 
     def _patch_record(self, index: int) -> dict:
         """The automatic change a launch carries, so a restarted daemon keeps it."""
@@ -435,6 +440,7 @@ class Daemon:
                 "processes": [],
                 "reason": "not launched",
                 **self._patch_record(index),
+                **self._preflight_record(),
             }
         )
         result = Classification(

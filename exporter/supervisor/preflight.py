@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from exporter.config import FlagValue
-from exporter.diagnosis.planner import FITS, Calibration, Plan, plan
+from exporter.diagnosis.planner import FITS, Calibration, Plan, PlanError, plan
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.supervisor.remedies import Remedy, cheapest_fit, what_ate
 
@@ -70,9 +70,11 @@ class Preflight:
             "memory_source": self.memory_source,
         }
 
-    def record(self, attempt: int, at: float) -> dict[str, object]:
-        """Its line in the attempt history (exporter/history.py reads it back)."""
-        return {"type": "preflight", "attempt": attempt, "time": at, "preflight": self.to_json()}
+    def record(self, at: float) -> dict[str, object]:
+        """Its part of the attempt's start record in the history, planned at ``at``: in the
+        record that says the launch happened, so a daemon killed between the two leaves no
+        pre-flight of a launch that never was."""
+        return {"preflight": {**self.to_json(), "time": at}}
 
     def sentence(self) -> str:
         """The one line the daemon logs for this pre-flight."""
@@ -111,6 +113,8 @@ def check(
             inputs.calibration,
             max_fraction,
         )
+    except PlanError as error:  # an architecture or a flag it does not model
+        return _unknown(mode, f"the planner cannot size it: {error}")
     except Exception as error:  # a planner bug must not block a launch
         return _unknown(mode, f"the planner failed: {type(error).__name__}: {error}")
     calibrated = bool(result.inputs.get("calibrated"))
