@@ -21,10 +21,13 @@ import pynvml
 
 from exporter.diagnosis.planner import Calibration, PlanError, calibrate, normalize_flags
 from exporter.logs.events import Event, EventKind
-from exporter.logs.reader import HEAD_BYTES, read_log
+from exporter.logs.reader import read_log
 from exporter.supervisor.preflight import PlanInputs
 
 NUMA_NODES = Path("/sys/devices/system/node/has_cpu")
+# The startup lines a calibration reads (server_args, weights, pools; 0.5.9's draft load
+# after the graphs) fit well within this; a log's serving part is not read at all.
+CALIBRATION_HEAD_BYTES = 2 << 20
 
 
 class PlanInputError(PlanError):
@@ -232,7 +235,7 @@ def calibration_from_log(
         return None
     try:
         with open(path, "rb") as handle:
-            text = handle.read(HEAD_BYTES).decode("utf-8", errors="replace")
+            text = handle.read(CALIBRATION_HEAD_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
     return calibration_from(read_log(text, version)[1], normalize_flags(flags), version)

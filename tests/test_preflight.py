@@ -21,7 +21,7 @@ from exporter.sglang_cpu.models import model_config
 from exporter.supervisor import preflight as preflight_module
 from exporter.supervisor.preflight import UNKNOWN, PlanInputs, check, disagreement
 from tests.conftest import DATA
-from tests.test_planner import A6000, INCIDENT, QWEN36
+from tests.test_planner import A6000, INCIDENT, QWEN36, cli
 
 CPU_LOG = DATA / "sglang-0.5.9-cpu" / "pool_init_oom.log"
 
@@ -192,3 +192,16 @@ def test_disagreement_above_two_percent_is_worth_a_sentence():
     assert disagreement(1020, 1000) is None  # 2.0 %
     assert "2.1%" in disagreement(1021, 1000)
     assert disagreement(None, 1000) is None and disagreement(1000, None) is None
+
+
+def test_plan_command_sizes_device_memory_as_the_pre_flight_does(tmp_path):
+    """No --gpu-memory-gib: with --device cpu the host memory SGLang's CPU engine sizes from;
+    a GPU launch whose ranks NVML cannot size (no NVML here, or fewer than 64 GPUs) asks for
+    the size, naming why."""
+    (tmp_path / "config.json").write_text(json.dumps(model_config("large")))
+    cpu = cli("--json", "--model-config", str(tmp_path), "--", "--device", "cpu",
+              "--mem-fraction-static", "0.005")  # fmt: skip
+    assert cpu.returncode == 0, cpu.stderr
+    assert json.loads(cpu.stdout)["verdict"] == "pool_init_oom"
+    gpu = cli("--model-config", str(tmp_path), "--", "--tp-size", "64")
+    assert gpu.returncode == 1 and "give --gpu-memory-gib" in gpu.stderr
