@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+from exporter.commands.history import table
 from exporter.diagnosis.planner import GIB, PlanError
+from exporter.history import History
 from exporter.plan_inputs import (
     PlanInputError,
     calibration_from_log,
@@ -205,3 +207,20 @@ def test_plan_command_sizes_device_memory_as_the_pre_flight_does(tmp_path):
     assert json.loads(cpu.stdout)["verdict"] == "pool_init_oom"
     gpu = cli("--model-config", str(tmp_path), "--", "--tp-size", "64")
     assert gpu.returncode == 1 and "give --gpu-memory-gib" in gpu.stderr
+
+
+def test_history_reads_the_pre_flight_back_and_the_table_shows_what_it_did(
+    tmp_path, incident_model
+):
+    args = incident_args(incident_model)
+    inputs = gather(args, {}, None, "0.5.9", gpus=two_a6000s)
+    history = History(tmp_path)
+    for attempt, mode in ((1, "fix"), (2, "warn")):
+        planned = check(mode, args, inputs, "0.5.9", 0.95)
+        history.append({"type": "start", "attempt": attempt, "time": 10.0, **planned.record(9.5)})
+    fixed, warned = history.read().attempts
+    assert fixed.preflight["time"] == 9.5 and fixed.preflight["applied"] is True
+    lines = table([fixed, warned]).splitlines()
+    assert lines[2].startswith("    pre-flight: pool_init_oom: speculative decoding reserved")
+    assert lines[2].endswith("; launched with --max-running-requests 32")
+    assert lines[4].endswith("; launched unchanged (--max-running-requests 32 would fit)")
