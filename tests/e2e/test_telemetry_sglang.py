@@ -123,7 +123,8 @@ def test_multi_node_launch_without_its_second_node_is_a_startup_hang(
     assert attempt.failure_class == "hang_timeout"
     assert "no startup progress for" in attempt.diagnosis
     assert "stalled at step 'initializing'" in attempt.diagnosis
-    assert attempt.ended_at - attempt.started_at < 30.0 + 20.0  # the stall, not the 3600 s cap
+    # Reaching distributed init, the 30 s stall and the stop: minutes, not the 3600 s cap.
+    assert attempt.ended_at - attempt.started_at < 30.0 + 150.0
     assert attempt.phase_reached == "initializing"
     running.stop()
     assert not any(ProcessIdentity.from_json(p).alive() for p in attempt.processes)
