@@ -93,8 +93,7 @@ def table(attempts: list[AttemptRecord]) -> str:
 def _preflight(planned: dict) -> str:
     """A pre-flight that found something, in one line: what it predicted and what it did."""
     text = f"{planned.get('verdict')}: {planned.get('reason')}"
-    change = planned.get("change") or {}
-    words = " ".join(f"--{name} {value}" for name, value in (change.get("set") or {}).items())
+    words = (planned.get("change") or {}).get("flags")
     if planned.get("applied"):
         return f"{text}; launched with {words}"
     return f"{text}; launched unchanged" + (f" ({words} would fit)" if words else "")

@@ -50,6 +50,7 @@ class Preflight:
     launch_verdict: str  # the command as launched (after a change in "fix" mode)
     planned_tokens: int | None  # KV cache tokens predicted for the command as launched
     change: Remedy | None = None  # the planner's cheapest fitting change, if one was needed
+    change_words: str = ""  # that change as typed on SGLang's command line
     applied: bool = False  # the change is on the launched command
     calibrated: bool = False  # from an earlier attempt's log, not from the device size alone
     memory_source: str | None = None
@@ -57,7 +58,11 @@ class Preflight:
     def to_json(self) -> dict[str, object]:
         change = None
         if self.change is not None:
-            change = {"set": self.change.set, "remove": list(self.change.remove)}
+            change = {
+                "set": self.change.set,
+                "remove": list(self.change.remove),
+                "flags": self.change_words,
+            }
         return {
             "mode": self.mode,
             "verdict": self.verdict,
@@ -85,9 +90,9 @@ class Preflight:
             return f"pre-flight: fits, {self.planned_tokens:,} KV tokens ({source})"
         head = f"pre-flight predicts {self.verdict}: {self.reason} ({source})"
         if self.applied:
-            return f"{head}; launching with {_words(self.change)} instead"
+            return f"{head}; launching with {self.change_words} instead"
         if self.change is not None:
-            return f"{head}; {_words(self.change)} would fit; launching unchanged (warn mode)"
+            return f"{head}; {self.change_words} would fit; launching unchanged (warn mode)"
         return f"{head}; no change within the bounds fits; launching unchanged"
 
 
@@ -149,6 +154,7 @@ def check(
         launch_verdict=suggestion.plan.verdict if applied else result.verdict,
         planned_tokens=(suggestion.plan if applied else result).max_total_num_tokens,
         change=change,
+        change_words=suggestion.change,
         applied=applied,
         **common,
     )
@@ -164,14 +170,6 @@ def _unknown(mode: str, reason: str) -> Preflight:
     return Preflight(
         verdict=UNKNOWN, reason=reason, launch_verdict=UNKNOWN, planned_tokens=None, mode=mode
     )
-
-
-def _words(change: Remedy | None) -> str:
-    if change is None:
-        return ""
-    words = [f"--{name} {value}" for name, value in change.set.items()]
-    words += [f"without --{name}" for name in change.remove]
-    return " ".join(words)
 
 
 def disagreement(planned: int | None, logged: int | None) -> str | None:
