@@ -12,7 +12,10 @@ from exporter.commands.run import configure_logging
 from exporter.sglang_cpu.install import SGLangInstallError, default_cache_dir, ensure_sglang
 from exporter.supervisor.daemon import Daemon
 
-HELP = "run the daemon on the real SGLang (CPU, tiny model): a real crash, then a fallback"
+HELP = (
+    "run the daemon on the real SGLang (CPU, tiny model): a real crash and a fallback with "
+    "the pre-flight off, then the pre-flight preventing it"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="exit once the server serves (or the daemon gives up) instead of running on",
+        help="exit once the second run serves (or its daemon gives up) instead of running on",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print a JSON summary")
     parser.add_argument("--metrics-port", type=int, default=0, help="default: a free port")
@@ -45,23 +48,29 @@ def run(args: argparse.Namespace) -> int:
         return 1
     workdir = cache / "demo" / time.strftime("%Y%m%d-%H%M%S")
     port = args.metrics_port or demo.free_port()
-    config = demo.write_demo_config(runtime, cache / "models", workdir, port)
-    say("demo config: %s", config.source)
-    daemon = Daemon(config)
-    server, _thread = metrics.serve("127.0.0.1", port, daemon.snapshot)
+    # One /metrics for both runs: it shows whichever daemon runs now.
+    current: list[Daemon] = []
+    server, _thread = metrics.serve("127.0.0.1", port, lambda: current[-1].snapshot())
     url = f"http://127.0.0.1:{port}/metrics"
     say("metrics: %s", url)
+    runs = []
     try:
-        if args.once:
-            settled = demo.run_until_settled(daemon, args.timeout, poll=lambda: None)
-            result = demo.summary(daemon, settled, url)
-            if args.json:
-                print(demo.to_json(result))
-            return 0 if settled.value == "ready" else 1
-        try:
-            return daemon.run()
-        except KeyboardInterrupt:
-            daemon.request_stop()
-            return 0
+        for mode in ("off", "fix"):
+            config = demo.write_demo_config(
+                runtime, cache / "models", workdir / f"preflight-{mode}", port, mode
+            )
+            say("demo run with policy.preflight = %r, config %s", mode, config.source)
+            current.append(Daemon(config))
+            if mode == "fix" and not args.once:
+                try:
+                    return current[-1].run()
+                except KeyboardInterrupt:
+                    current[-1].request_stop()
+                    return 0
+            settled = demo.run_until_settled(current[-1], args.timeout, poll=lambda: None)
+            runs.append(demo.summary(current[-1], settled, url))
+        if args.json:
+            print(demo.to_json(demo.comparison(runs)))
+        return 0 if all(run["outcome"] == "ready" for run in runs) else 1
     finally:
         server.shutdown()

@@ -23,6 +23,7 @@ class EventKind(enum.Enum):
     MEMORY_BASELINE = "memory_baseline"
     MEMORY_UNBALANCED = "memory_unbalanced"
     WEIGHT_LOAD_BEGIN = "weight_load_begin"
+    WEIGHT_SHARDS = "weight_shards"  # tqdm: "Loading safetensors checkpoint shards: k/n"
     WEIGHT_LOAD_END = "weight_load_end"
     MAMBA_REQUESTS_CAPPED = "mamba_requests_capped"
     MAMBA_CACHE_ALLOCATED = "mamba_cache_allocated"
@@ -30,6 +31,7 @@ class EventKind(enum.Enum):
     MEMORY_POOL_END = "memory_pool_end"
     KV_POOL_BELOW_CONTEXT = "kv_pool_below_context"
     CUDA_GRAPH_BEGIN = "cuda_graph_begin"
+    CUDA_GRAPH_BATCHES = "cuda_graph_batches"  # tqdm: "Capturing batches (bs=..): k/n"
     CUDA_GRAPH_END = "cuda_graph_end"
     SCHEDULER_READY = "scheduler_ready"  # the max_total_num_tokens=... summary
     STARTUP_TIMINGS = "startup_timings"

@@ -30,7 +30,8 @@ class Fed(NamedTuple):
 
 class AttemptLog:
     """The reader's state, the progress it made, the first line after which the attempt
-    cannot recover, when the log last grew, last showed a batch and said ready. Not locked
+    cannot recover, when the log last grew, last moved the startup on, last showed a batch
+    and said ready. Not locked
     itself: its owner feeds and reads it under one lock."""
 
     def __init__(self, version: str | None, clock: Callable[[], float] = time.time) -> None:
@@ -39,6 +40,7 @@ class AttemptLog:
         self.doomed_by: str | None = None
         self.last_line_at: float | None = None
         self.last_batch_at: float | None = None
+        self.last_progress_at: float | None = None  # a line that moved the startup forward
         self.ready_at: float | None = None  # when the log said "ready to roll"
         self._clock = clock
 
@@ -46,6 +48,7 @@ class AttemptLog:
         stats = self.reader.stats
         matched, unknown = stats.matched, stats.unknown
         events = self.reader.feed(lines)
+        advances = self.progress.advances
         self.progress.apply(events)
         turned = False
         doom = next((e for e in events if e.kind in DOOMED_BY), None)
@@ -53,6 +56,8 @@ class AttemptLog:
             self.doomed_by = doom.line.raw.strip()
             turned = True
         self.last_line_at = self._clock()
+        if self.progress.advances != advances:
+            self.last_progress_at = self.last_line_at
         if any(event.kind in BATCHES for event in events):
             self.last_batch_at = self.last_line_at
         turned |= self._note_ready(self.last_line_at)
