@@ -39,7 +39,7 @@ RUNS = 30
 TARGET_MS = 100.0
 
 
-def write_config(tmp: Path, runs: int) -> Path:
+def write_config(tmp: Path, runs: int, age_log: Path | None = None) -> Path:
     profiles = []
     for i in range(runs):
         profiles += [
@@ -54,6 +54,14 @@ def write_config(tmp: Path, runs: int) -> Path:
         env=[
             f"BENCH_CRASH_LOG = {json.dumps(str(INCIDENT_LOG))}",
             f"BENCH_EXIT_TIMES = {json.dumps(str(tmp / 'exits.txt'))}",
+            *(
+                [
+                    f"BENCH_AGE_LOG = {json.dumps(str(age_log))}",
+                    f"BENCH_CAUGHT_UP = {json.dumps(str(tmp / 'caught-up'))}",
+                ]
+                if age_log
+                else []
+            ),
         ],
         sections=[
             *profiles,
@@ -63,7 +71,8 @@ def write_config(tmp: Path, runs: int) -> Path:
             f"max_attempts = {runs + 20}",
             "window_s = 3600.0",
             "stop_grace_s = 5.0",
-            "startup_timeout_s = 60.0",
+            # An old attempt prints its past first and waits until the daemon has read it.
+            f"startup_timeout_s = {3600.0 if age_log else 60.0}",
             "[metrics]",
             f'listen = "127.0.0.1:{free_port()}"',
         ],
@@ -97,11 +106,22 @@ class Timeline:
         self._undo.clear()
 
 
-def run(runs: int, timeout_s: float = 600.0) -> tuple[list[float], dict[str, list[float]], int]:
-    """Latencies (s) per crash, step durations (s) per step, and the number of crashes."""
+def _signal_caught_up(daemon: Daemon, lines: int, marker: Path, stop: threading.Event) -> None:
+    """Tell each launcher, once the daemon has read the past it printed, to crash."""
+    while not stop.wait(0.005):
+        attempt = daemon.attempt
+        if attempt is not None and attempt.log.reader.stats.lines >= lines:
+            Path(f"{marker}.{attempt.processes.leader.pid}").touch()
+
+
+def run(
+    runs: int, timeout_s: float = 600.0, age_log: Path | None = None, age_lines: int = 0
+) -> tuple[list[float], dict[str, list[float]], int]:
+    """Latencies (s) per crash, step durations (s) per step, and the number of crashes.
+    ``age_log``: each attempt prints it (``age_lines`` lines) before it crashes."""
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-crash-") as tmp_name:
         tmp = Path(tmp_name)
-        config = load_config(write_config(tmp, runs))
+        config = load_config(write_config(tmp, runs, age_log))
         timeline = Timeline()
         daemon = Daemon(config)
         # Instance and class wrappers only in this process; the daemon's code is untouched.
@@ -109,20 +129,29 @@ def run(runs: int, timeout_s: float = 600.0) -> tuple[list[float], dict[str, lis
         timeline.wrap(AttemptProcesses, "stop", "processes.stop")
         timeline.wrap(LogTailer, "stop", "tailer.stop")
         timeline.wrap(daemon, "_wait_gpus_released", "gpu_release_wait")
-        timeline.wrap(daemon_module, "_classify_file", "classify")
+        # The excerpt kept while following (``_classify``), or, before it, the file re-read.
+        classify_step = "_classify" if hasattr(daemon_module, "_classify") else "_classify_file"
+        timeline.wrap(daemon_module, classify_step, "classify")
         timeline.wrap(daemon, "_decide", "decide")
         timeline.wrap(daemon, "_record", "history_write", keep=lambda a: a[0].get("type"))
         timeline.wrap(daemon, "_apply", "decision_applied")
         thread = threading.Thread(target=daemon.run, name="bench-daemon", daemon=True)
         logging.disable(logging.WARNING)  # one diagnosis per crash on stderr: not wanted here
+        stop = threading.Event()
+        watcher = threading.Thread(
+            target=_signal_caught_up, args=(daemon, age_lines, tmp / "caught-up", stop), daemon=True
+        )
         try:
             thread.start()
+            if age_log:
+                watcher.start()
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and daemon.state is not ServerState.GAVE_UP:
                 time.sleep(0.1)
             daemon.request_stop()
             thread.join(60)
         finally:
+            stop.set()
             timeline.restore()
             logging.disable(logging.NOTSET)
         exits = [float(line.split()[1]) for line in (tmp / "exits.txt").read_text().splitlines()]

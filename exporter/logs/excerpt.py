@@ -101,8 +101,13 @@ _SHAPED = re.compile(_alternation(VOCABULARY))
 
 def error_shaped(line: LogLine) -> bool:
     """Whether a line looks like part of a failure: an exception line, or error words in
-    its message or in a collector's prefix (a cloud export's ``ERROR``)."""
+    its message or in a collector's prefix (a cloud export's ``ERROR``). A request the
+    server answered below 500 is not: access lines are a sixth of a serving log, and this
+    test is the costly part of keeping an excerpt."""
     message = line.message
+    answered = message.find('HTTP/1.1" ')
+    if answered >= 0 and "1" <= message[answered + 10 : answered + 11] <= "4":
+        return False
     if _SHAPED.search(message.lower()) is not None or EXCEPTION_LINE.match(message):
         return True
     return line.foreign_timestamp is not None and _SHAPED.search(line.raw.lower()) is not None
@@ -136,20 +141,31 @@ class Excerpt:
 
     def add(self, line: LogLine, event: Event | None, ended: Event | None = None) -> None:
         """``event``: what the grammar read from ``line``; ``ended``: a traceback that
-        ``line`` ended."""
+        ``line`` ended. Runs once per line of logs that grow for weeks: kept lean."""
         if ended is not None:
             self._record((line, ended), False)
-        if event is not None and event.kind in ROUTINE:
-            self._record((line, event), False)
-        else:
-            self._record((line, event), error_shaped(line))
+        if event is None:
+            self._record((line, None), error_shaped(line))
+            return
+        record = (line, event)
+        kind = event.kind
+        seen = self._per_kind.get(kind, 0)
+        if seen < FIRST_PER_KIND:
+            self._per_kind[kind] = seen + 1
+            self._firsts.append(record)
+        self._latest[kind] = record
+        if kind not in ROUTINE or self._region is not None or line.number <= HEAD_LINES:
+            self._place(record, kind not in ROUTINE and error_shaped(line))
+        else:  # a batch line between regions: it only passes through the window
+            self._context.append(record)
 
     def close(self, events: list[Event]) -> None:
         """The events the reader emitted at the end of the log (an unfinished traceback)."""
         self._closing += events
 
     def _record(self, record: Record, shaped: bool) -> None:
-        line, event = record
+        """A record without its own event bookkeeping done (no event, or a traceback)."""
+        event = record[1]
         if event is not None:
             kind = event.kind
             seen = self._per_kind.get(kind, 0)
@@ -157,6 +173,11 @@ class Excerpt:
                 self._per_kind[kind] = seen + 1
                 self._firsts.append(record)
             self._latest[kind] = record
+        self._place(record, shaped)
+
+    def _place(self, record: Record, shaped: bool) -> None:
+        """Into the head, the window, the open region; a region opens or closes here."""
+        line = record[0]
         if line.number <= HEAD_LINES:
             self._head.append(record)
         self._context.append(record)
