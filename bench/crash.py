@@ -18,15 +18,22 @@ stopping the tailer, the GPU wait, classification, the decision, the history wri
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import resource
+import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.common import REPO, emit, free_port, note, percentile, write_daemon_config
+from bench.ingest import repeat_log, startup_lines
+from bench.loggen import write_log
+from bench.previous import export_previous, run_module
 from exporter.config import load_config
 from exporter.logs.tailer import LogTailer
 from exporter.supervisor import daemon as daemon_module
@@ -192,6 +199,11 @@ def run(
 
 
 def main(quick: bool = False) -> None:
+    figure_crash(quick)
+    figure_ages(quick)
+
+
+def figure_crash(quick: bool) -> None:
     runs = 8 if quick else RUNS
     latencies, steps, crashes = run(runs)
     ms = [s * 1000 for s in latencies]
@@ -217,3 +229,106 @@ def main(quick: bool = False) -> None:
         "none (context: the part after the loop noticed the exit)",
         True,
     )
+
+
+# Attempt ages (lines the server logged before it crashed) and crashes timed at each.
+AGES = ((1_000, 10), (100_000, 6), (1_000_000, 3), (10_000_000, 2))
+QUICK_AGES = ((1_000, 4), (100_000, 3))
+AGE_TARGET_RSS_MB = 64.0
+
+
+def age_logs(workdir: Path, ages: Sequence[int]) -> dict[int, tuple[Path, int]]:
+    """A served log per age: the generated 0.5.9 log (bench/loggen.py), its serving part
+    repeated for the long ones. {age: (path, exact lines)}."""
+    base_lines = 100_000
+    base = workdir / "served-100k.log"
+    write_log(base, base_lines)
+    startup = startup_lines(base)
+    logs = {}
+    for age in ages:
+        path = workdir / f"served-{age}.log"
+        if age <= base_lines:
+            with open(base, "rb") as src, open(path, "wb") as out:
+                out.writelines(line for _, line in zip(range(age), src, strict=False))
+            logs[age] = (path, age)
+        else:
+            times = age // base_lines
+            repeat_log(base, path, times, startup)
+            logs[age] = (path, base_lines * times - (times - 1) * startup)
+    return logs
+
+
+def figure_ages(quick: bool) -> None:
+    """Crash to decision, and the daemon's peak RSS, as the attempt ages: ours and the
+    previous code (which re-read the log at the end), each in a process of its own."""
+    ages = QUICK_AGES if quick else AGES
+    with tempfile.TemporaryDirectory(prefix="sentinel-bench-ages-") as tmp_name:
+        tmp = Path(tmp_name)
+        note("writing the served logs ...")
+        logs = age_logs(tmp, [age for age, _ in ages])
+        previous = export_previous(tmp / "previous")
+        for age, runs in ages:
+            path, lines = logs[age]
+            for label, code in (("ours", None), ("previous", previous)):
+                if label == "previous" and code is None:
+                    continue
+                args = ["--age-log", str(path), "--age-lines", str(lines), "--runs", str(runs)]
+                got = run_module("bench.crash", args, code, timeout=3600)
+                note(
+                    f"  {lines:,} lines, {label}: crash to decision p50 {got['p50_ms']:.1f} ms, "
+                    f"p99 {got['p99_ms']:.1f} ms, classify p99 {got['classify_p99_ms']:.1f} ms, "
+                    f"peak RSS {got['peak_rss_mb']:.0f} MB ({got['decisions']} crashes)"
+                )
+                if label == "ours":
+                    ours = got
+                    continue
+                emit(
+                    f"crash_to_decision_p99_at_{age // 1000}k_lines",
+                    ours["p99_ms"],
+                    "ms",
+                    f"< {TARGET_MS:g} ms",
+                    ours["p99_ms"] < TARGET_MS,
+                    peer="previous code (re-read the log)",
+                    peer_value=got["p99_ms"],
+                    ratio=ours["p99_ms"] / got["p99_ms"],
+                )
+                emit(
+                    f"daemon_peak_rss_at_{age // 1000}k_lines",
+                    ours["peak_rss_mb"],
+                    "MB",
+                    f"< {AGE_TARGET_RSS_MB:g} MB",
+                    ours["peak_rss_mb"] < AGE_TARGET_RSS_MB,
+                    peer="previous code (re-read the log)",
+                    peer_value=got["peak_rss_mb"],
+                    ratio=ours["peak_rss_mb"] / got["peak_rss_mb"],
+                )
+            path.unlink()
+
+
+def _one_age(argv: Sequence[str]) -> None:
+    """One daemon, one age: a JSON line on stdout (run by figure_ages in a subprocess)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--age-log", type=Path, required=True)
+    parser.add_argument("--age-lines", type=int, required=True)
+    parser.add_argument("--runs", type=int, required=True)
+    args = parser.parse_args(argv)
+    latencies, steps, _ = run(
+        args.runs, timeout_s=3000, age_log=args.age_log, age_lines=args.age_lines
+    )
+    ms = [s * 1000 for s in latencies]
+    classify_ms = [s * 1000 for s in steps.get("classify", [])]
+    print(
+        json.dumps(
+            {
+                "decisions": len(ms),
+                "p50_ms": percentile(ms, 50),
+                "p99_ms": percentile(ms, 99),
+                "classify_p99_ms": percentile(classify_ms, 99) if classify_ms else 0.0,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    _one_age(sys.argv[1:])

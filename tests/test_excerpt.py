@@ -114,8 +114,8 @@ def small_budgets(monkeypatch):
     """Budgets a few hundred lines wide, so that a test-sized storm overflows them; the
     window stays as wide as the classifier looks."""
     monkeypatch.setattr(excerpt_module, "REGION_LINES", 600)
-    monkeypatch.setattr(excerpt_module, "FIRST_LINES", 700)
-    monkeypatch.setattr(excerpt_module, "LAST_LINES", 1300)
+    monkeypatch.setattr(excerpt_module, "FIRST_READ", 100)
+    monkeypatch.setattr(excerpt_module, "LAST_READ", 200)
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=[p.name for p in RECORDED])
@@ -176,17 +176,14 @@ def test_what_is_held_does_not_grow_with_the_log():
     assert len(lines) < 1500
 
 
-def _held_bound() -> int:
+def _within_budget(excerpt: Excerpt, longest_line: int) -> bool:
+    """The excerpt's text fits its budgets: the regions' bytes, and whole lines for the
+    head, the window and the events kept per kind."""
     e = excerpt_module
-    return (
-        e.HEAD_LINES
-        + e.CONTEXT_LINES
-        + 1
-        + e.FIRST_LINES
-        + e.LAST_LINES
-        + e.REGION_LINES
-        + (e.FIRST_PER_KIND + 1) * len(EventKind)
-    )
+    lines, _ = excerpt.read()
+    loose = e.HEAD_LINES + e.CONTEXT_LINES + 1 + (e.FIRST_PER_KIND + 1) * len(EventKind)
+    budget = e.FIRST_BYTES + e.LAST_BYTES + 2 * e.REGION_BYTES + loose * longest_line
+    return sum(len(line.raw) for line in lines) <= budget
 
 
 def test_random_bytes_are_unknown_lines_in_bounded_memory():
@@ -195,7 +192,7 @@ def test_random_bytes_are_unknown_lines_in_bounded_memory():
     excerpt, stats = read_excerpt(io.BytesIO(data))
     assert stats.lines > 10_000 and stats.unknown == stats.lines - stats.matched
     assert stats.unknown > 0.99 * stats.lines
-    assert excerpt.held <= _held_bound()
+    assert _within_budget(excerpt, 64 * 1024)
     classify(*excerpt.read())  # whatever it says, it says it
 
 
@@ -237,7 +234,7 @@ def test_a_hundred_thousand_tracebacks_keep_the_first_as_root_in_bounded_memory(
     text = "\n".join(line.format(i=i) for i in range(100_000) for line in block) + "\n"
     excerpt, stats = read_excerpt(io.BytesIO(text.encode()))
     assert stats.lines == 500_000
-    assert excerpt.held <= _held_bound()
+    assert _within_budget(excerpt, 100)
     result = classify(*excerpt.read())
     assert result.root_cause_line == "RuntimeError: client 0 went away"
     assert result.root_cause_number == 5
@@ -247,7 +244,7 @@ def test_a_line_repeated_forever_is_held_once_per_window():
     line = "[2026-05-14 09:14:00 TP0] RuntimeError: CUDA error: an illegal memory access"
     excerpt, stats = read_excerpt(io.BytesIO((line + "\n").encode() * 300_000))
     assert stats.lines == 300_000
-    assert excerpt.held <= _held_bound()
+    assert _within_budget(excerpt, len(line))
     result = classify(*excerpt.read())
     assert result.failure_class is FailureClass.CUDA_ERROR
     assert result.root_cause_number == 1

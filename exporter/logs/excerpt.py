@@ -10,8 +10,10 @@ it) and keeps only that, however long the server ran:
 - every error-shaped line (:func:`error_shaped`) with the ``CONTEXT_LINES`` lines before
   and after it; overlapping windows make one region, cut at ``REGION_LINES`` lines or
   ``REGION_BYTES`` bytes (each piece carries its own window before it). The regions kept
-  are the first ones, up to ``FIRST_LINES`` lines and ``FIRST_BYTES`` bytes in all, and the
-  last ones, up to ``LAST_LINES`` and ``LAST_BYTES``: the root cause is the earliest
+  are the first ones, up to ``FIRST_READ`` lines other than batch lines and ``FIRST_BYTES``
+  bytes in all, and the last ones, up to ``LAST_READ`` and ``LAST_BYTES``: classifying a
+  line costs tens of microseconds unless it is a batch line (the classifier skips those),
+  so these budgets bound the time a decision takes; the root cause is the earliest
   decisive line and a failure ends the log, so when an attempt logs more errors than fit
   (an error storm, a line repeated forever, garbage) the middle goes;
 - per event kind the first ``FIRST_PER_KIND`` events and the last one, and, when a region
@@ -38,7 +40,8 @@ HEAD_LINES = 200
 CONTEXT_LINES = 400
 REGION_LINES = 1000
 REGION_BYTES = 512 << 10
-FIRST_LINES = LAST_LINES = 2000
+FIRST_READ = 150
+LAST_READ = 300
 FIRST_BYTES = LAST_BYTES = 1 << 20
 FIRST_PER_KIND = 64
 # Kinds whose lines are never error-shaped: the shape test is skipped for them (most of a
@@ -130,10 +133,10 @@ class Excerpt:
         self._region_bytes = 0
         self._after = 0  # lines the open region still takes after its last error line
         self._first: list[list[Record]] = []
-        self._first_lines = self._first_bytes = 0
+        self._first_read = self._first_bytes = 0
         self._first_full = False
-        self._last: deque[tuple[list[Record], int]] = deque()  # (region, bytes)
-        self._last_lines = self._last_bytes = 0
+        self._last: deque[tuple[list[Record], int, int]] = deque()  # (region, bytes, read)
+        self._last_read = self._last_bytes = 0
         self._per_kind: dict[EventKind, int] = {}
         self._firsts: list[Record] = []
         self._latest: dict[EventKind, Record] = {}
@@ -211,31 +214,32 @@ class Excerpt:
         region, size = self._region, self._region_bytes
         assert region is not None
         self._region = None
+        read = sum(1 for _, event in region if event is None or event.kind not in ROUTINE)
         if (
             not self._first_full
-            and self._first_lines + len(region) <= FIRST_LINES
+            and self._first_read + read <= FIRST_READ
             and self._first_bytes + size <= FIRST_BYTES
         ):
             self._first.append(region)
-            self._first_lines += len(region)
+            self._first_read += read
             self._first_bytes += size
             return
         self._first_full = True  # the first regions are the earliest: none after a gap
-        self._last.append((region, size))
-        self._last_lines += len(region)
+        self._last.append((region, size, read))
+        self._last_read += read
         self._last_bytes += size
         while len(self._last) > 1 and (
-            self._last_lines > LAST_LINES or self._last_bytes > LAST_BYTES
+            self._last_read > LAST_READ or self._last_bytes > LAST_BYTES
         ):
-            dropped, dropped_size = self._last.popleft()
-            self._last_lines -= len(dropped)
+            _, dropped_size, dropped_read = self._last.popleft()
+            self._last_read -= dropped_read
             self._last_bytes -= dropped_size
 
     def _records(self) -> list[Record]:
         """Every record kept, each once, in the order the reader emitted them."""
         groups: list = [self._head, self._firsts, self._context, self._latest.values()]
         groups += self._first
-        groups += [region for region, _ in self._last]
+        groups += [region for region, _, _ in self._last]
         if self._region is not None:
             groups.append(self._region)
         unique = {id(record): record for group in groups for record in group}
