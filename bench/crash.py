@@ -14,6 +14,11 @@ itself is not counted; the GPU-release wait is measured and reported (no NVML he
 returns at once). The daemon is not modified: a few of its methods are wrapped in this
 process to time the steps of each end (detection by the loop, stopping what is left,
 stopping the tailer, the GPU wait, classification, the decision, the history write).
+
+As the attempt ages (``figure_ages``): each attempt first prints a served log of 1k to 10M
+lines and waits until the daemon has read it, then crashes the same way; each age runs in a
+process of its own, with this checkout's code and with the previous one (bench/previous.py),
+and reports the latency and the process's peak RSS.
 """
 
 from __future__ import annotations
