@@ -78,7 +78,8 @@ class LogReader:
 
 
 def read_log(text: str, version: str | None = None) -> tuple[list[LogLine], list[Event]]:
-    """Read a whole log at once (the ``classify`` command, tests)."""
+    """Read a whole log at once, every line kept (tests; the whole-file classification
+    that the excerpt is tested against)."""
     reader = LogReader(version)
     events = reader.feed(split_lines(text))
     events.extend(reader.close())
