@@ -70,8 +70,9 @@ VOCABULARY = (
     # Python, the kernel, CUDA, NCCL, compilers
     "traceback", 'file "', "errno", "eaddr", "econn", "enomem", "enospc", "epipe",
     "code: -", "signal", "sigterm", "sigquit", "sigint", "segmentation", "core dump",
-    "exit code", "exit status", "misaligned", "cuda", "nccl",
-    "c10d", "gloo", "tcpstore", "no kernel", "ninja", "nvcc", "ptxas",
+    "exit code", "exit status", "misaligned", "segfault", "*** sig", "what():",
+    "terminate called", "cuda", "nccl", "c10d", "gloo", "tcpstore", "no kernel", "ninja",
+    "nvcc", "ptxas",
     # a shell's "Killed" in another language
     "已杀死",
 )
@@ -100,6 +101,8 @@ def _alternation(words: tuple[str, ...]) -> str:
 
 
 _SHAPED = re.compile(_alternation(VOCABULARY))
+# A glog error or fatal record ("E0505 12:00:00.123456 ..."): its text may be any words.
+_GLOG_ERROR = re.compile(r"[EF]\d{4} \d\d:\d\d:\d\d")
 
 
 def error_shaped(line: LogLine) -> bool:
@@ -111,7 +114,11 @@ def error_shaped(line: LogLine) -> bool:
     answered = message.find('HTTP/1.1" ')
     if answered >= 0 and "1" <= message[answered + 10 : answered + 11] <= "4":
         return False
-    if _SHAPED.search(message.lower()) is not None or EXCEPTION_LINE.match(message):
+    if (
+        _SHAPED.search(message.lower()) is not None
+        or EXCEPTION_LINE.match(message)
+        or _GLOG_ERROR.match(message)
+    ):
         return True
     return line.foreign_timestamp is not None and _SHAPED.search(line.raw.lower()) is not None
 
