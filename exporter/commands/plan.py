@@ -21,7 +21,7 @@ from exporter.diagnosis.planner import (
     normalize_flags,
     plan,
 )
-from exporter.logs.reader import read_log, read_log_file
+from exporter.logs.reader import read_excerpt
 from exporter.plan_inputs import PlanInputError, device_memory, read_model_config
 
 HELP = "predict whether SGLang's memory pools fit, and the cheapest flag changes if not"
@@ -105,7 +105,8 @@ def _plan(args: argparse.Namespace) -> tuple[Plan, Calibration | None]:
         gpus = detected.devices if detected else 1
     calibration = None
     if args.calibrate_from:
-        lines, events = read_log(read_log_file(args.calibrate_from))
+        with open(args.calibrate_from, "rb") as log:
+            lines, events = read_excerpt(log)[0].read()
         calibration = calibrate(events, detect_version(lines, events))
     max_fraction = _positive(args.max_fraction, "--max-fraction", float)
     version = args.sglang_version

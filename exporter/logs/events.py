@@ -15,6 +15,10 @@ FieldValue = int | float | str | bool
 class EventKind(enum.Enum):
     """What a log line means. Values are stable: they appear in JSON and tests."""
 
+    # Members are singletons: hash by identity. Enum's own __hash__ is a Python-level call,
+    # paid for every event looked up in a set or dict (several per line of a log).
+    __hash__ = object.__hash__
+
     # startup, in the order SGLang prints them
     RESOLUTION_WARNING = "resolution_warning"  # ServerArgs decided something for you
     SERVER_ARGS = "server_args"

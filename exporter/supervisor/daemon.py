@@ -24,7 +24,9 @@ from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.history import AttemptRecord, History, HistoryWriteError
 from exporter.logs.events import Event
-from exporter.logs.reader import read_log, read_log_file
+from exporter.logs.excerpt import Excerpt
+from exporter.logs.lines import LogLine
+from exporter.logs.reader import read_excerpt
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
@@ -408,7 +410,7 @@ class Daemon:
         version = f"SGLang {sglang.version}" if sglang.version else "the installed SGLang"
         return f"{flags}: not a flag of {version} (checked against its --help before launch)"
 
-    def _follow(self, attempt: Attempt, start_at_end: bool) -> None:
+    def _follow(self, attempt: Attempt, start_at_end: bool, catch_up: bool = False) -> None:
         def on_lines(lines: list[str]) -> None:
             with self._lock:
                 fed = attempt.log.feed(lines)
@@ -420,7 +422,7 @@ class Daemon:
         attempt.tailer = LogTailer(
             attempt.log_path, on_lines, start_at_end=start_at_end, poll_interval=TAIL_POLL_S
         )
-        attempt.tailer.start()
+        attempt.tailer.start(catch_up=catch_up)
 
     def _not_launched(
         self, number: int, index: int, command: list[str], log_path: Path, at: float, error: str
@@ -618,7 +620,10 @@ class Daemon:
                 FailureClass.NONE, None, None, None, [], "stopped by the daemon"
             )
         else:
-            result, events = _classify_file(attempt.log_path, outcome, self.config.sglang.version)
+            with self._lock:  # the tailer has stopped: the excerpt holds the whole log's say
+                attempt.log.close()
+                excerpt = attempt.log.excerpt.read()
+            result, events = _classify(excerpt, outcome, self.config.sglang.version)
         self._conclude(
             attempt.number,
             attempt.profile_index,
@@ -892,13 +897,9 @@ class Daemon:
             ready_at=record.ready_at,
         )
         self._last_id = max(self._last_id, record.attempt)
-        # Follow from the end first, then replay what was written before: nothing written
-        # meanwhile is lost (a line read twice changes nothing: pool sizes keep their first).
-        self._follow(attempt, start_at_end=True)
-        if attempt.log_path.exists():
-            replayed = read_log(read_log_file(attempt.log_path), self.config.sglang.version)[1]
-            with self._lock:
-                attempt.log.replay(replayed)
+        # Its log so far, read once from the start before the probe (pool metrics, the
+        # excerpt its classification will need), then followed from there: no line lost.
+        self._follow(attempt, start_at_end=False, catch_up=True)
         # Had it said it was ready before this daemon came? A ready line that arrives while
         # the probe below runs is a server becoming ready, not one gone bad.
         was_ready = attempt.log.progress.ready
@@ -1044,17 +1045,25 @@ class Daemon:
             log.error("history: %s", error)
 
 
+def _classify(
+    excerpt: tuple[list[LogLine], list[Event]], outcome: Outcome, version: str | None
+) -> tuple[Classification, list[Event]]:
+    """The attempt's classification, and its events (the planner calibrates from them)."""
+    lines, events = excerpt
+    return classify(lines, events, outcome, version), events
+
+
 def _classify_file(
     path: Path, outcome: Outcome, version: str | None
 ) -> tuple[Classification, list[Event]]:
-    """The attempt's classification, and its events (the planner calibrates from them)."""
+    """An attempt no daemon followed: its log read once, in bounded memory."""
     try:
-        text = read_log_file(path)
+        with open(path, "rb") as handle:
+            excerpt = read_excerpt(handle)[0]
     except OSError as error:
-        text = ""
         log.error("cannot read %s: %s", path, error)
-    lines, events = read_log(text)
-    return classify(lines, events, outcome, version), events
+        excerpt = Excerpt()
+    return _classify(excerpt.read(), outcome, version)
 
 
 def _session_of(pid: int) -> int | None:
