@@ -21,6 +21,7 @@ from exporter.sglang_cpu.install import SGLangRuntime
 from exporter.sglang_cpu.models import write_tiny_model
 from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.states import ServerState
+from exporter.supervisor.termination import ExitCode
 
 DEMO_CONFIG = """\
 # The demo's config, written by `sglang-sentinel demo`. A valid daemon config:
@@ -101,16 +102,29 @@ def run_until_settled(daemon: Daemon, timeout_s: float, poll: Callable[[], None]
     deadline = time.monotonic() + timeout_s
     settled = daemon.state
     try:
-        while time.monotonic() < deadline and thread.is_alive():
+        while time.monotonic() < deadline:
             poll()
-            settled = daemon.state
-            if settled in (ServerState.READY, ServerState.GAVE_UP):
+            running = thread.is_alive()
+            settled = daemon.state  # read after: a loop that ended has its last state
+            if settled in (ServerState.READY, ServerState.GAVE_UP) or not running:
                 break
             time.sleep(0.5)
     finally:
         daemon.request_stop()
         thread.join(timeout=120)
     return settled
+
+
+def exit_status(daemon: Daemon, settled: ServerState) -> int:
+    """`demo --once`: 0 once it served, 3 when the daemon gave up, the daemon's own status
+    when it stopped first (0 on SIGTERM or SIGINT), 1 when the timeout came first."""
+    if settled is ServerState.READY:
+        return ExitCode.STOPPED
+    if settled is ServerState.GAVE_UP:
+        return ExitCode.GAVE_UP
+    if settled is ServerState.STOPPED:
+        return int(daemon.exit_code)
+    return ExitCode.ERROR
 
 
 def summary(daemon: Daemon, settled: ServerState, metrics_url: str) -> dict:

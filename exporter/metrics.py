@@ -16,6 +16,7 @@ from exporter import __version__, exposition
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.exposition import Family
 from exporter.supervisor.progress import AttemptProgress
+from exporter.supervisor.reaper import ORIGINS as REAPED_ORIGINS
 from exporter.supervisor.remedies import REMEDIED
 from exporter.supervisor.states import ServerState
 from exporter.telemetry.gpu import GpuSnapshot, gpu_families
@@ -45,6 +46,7 @@ class Snapshot:
     last_batch_time: float | None = None
     hangs: int = 0
     remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
+    reaped: Mapping[str, int] = field(default_factory=dict)  # origin -> zombies reaped
     probes: ProbeSnapshot | None = None
     processes: ProcessSnapshot | None = None
     gpus: GpuSnapshot | None = None
@@ -126,6 +128,7 @@ def families(snap: Snapshot) -> list[Family]:
     out += _runtime_families(snap.progress)
     out += _probe_families(snap.probes)
     out += _process_families(snap.processes)
+    out.append(_reaped_family(snap.reaped))
     healths = {}
     if snap.probes is not None:
         healths["probes"] = snap.probes.health
@@ -204,6 +207,17 @@ def _process_families(processes: ProcessSnapshot | None) -> list[Family]:
     return [count, rss, cpu, zombies, reparented]
 
 
+def _reaped_family(reaped: Mapping[str, int]) -> Family:
+    family = _counter(
+        "reaped_processes",
+        "Zombie children the daemon reaped (as PID 1 or subreaper), by whose they were.",
+        ["origin"],
+    )
+    for origin in REAPED_ORIGINS:
+        family.add([origin], reaped.get(origin, 0))
+    return family
+
+
 def _pool_families(progress: AttemptProgress | None) -> list[Family]:
     kv = _gauge("kv_cache_tokens", "KV cache size in tokens, from the log.", ["tp_rank"])
     pools = _gauge(
@@ -232,7 +246,13 @@ def _pool_families(progress: AttemptProgress | None) -> list[Family]:
     return [kv, pools, slots, weights, available]
 
 
-def serve(host: str, port: int, snapshot: Callable[[], Snapshot]) -> tuple[object, object]:
-    """Start /metrics on host:port (and only there) in a background thread; every scrape
-    renders one fresh snapshot. Returns (server, thread); ``server.shutdown()`` stops it."""
-    return exposition.serve(host, port, lambda: families(snapshot()))
+def serve(
+    host: str,
+    port: int,
+    snapshot: Callable[[], Snapshot],
+    routes: Mapping[str, Callable[[], exposition.Response]] | None = None,
+) -> tuple[object, object]:
+    """Start /metrics (and ``routes``: the daemon's probe endpoints) on host:port, and only
+    there, in a background thread; every scrape renders one fresh snapshot. Returns
+    (server, thread); ``server.shutdown()`` stops it."""
+    return exposition.serve(host, port, lambda: families(snapshot()), routes)

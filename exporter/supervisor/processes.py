@@ -189,9 +189,12 @@ class AttemptProcesses:
             # stranger holds the launcher's pid, our session is gone and any with its id is
             # the stranger's.
             found = []
+        # A new member found dead (a zombie nobody waited for yet) is the attempt's, and dead:
+        # no stop waits for it.
+        found_alive = [member for member in found if member.alive()]
         with self._lock:
             self._known.update(found)
-            live = sorted({*live, *found})
+            live = sorted({*live, *found_alive})
             self._empty_scans = 0 if live else self._empty_scans + 1
         return live
 
@@ -229,8 +232,8 @@ class AttemptProcesses:
 
         The launcher gets SIGTERM first and half the grace to drain: SGLang then stops its
         own tree, and a scheduler that received SIGTERM itself would die mid-drain and take
-        the crash path. Members still alive at half time (or orphans whose launcher is
-        gone) get SIGTERM too.
+        the crash path. Members still alive at half time, or once the launcher is gone
+        (orphans), get SIGTERM too.
         """
         started = time.monotonic()
         live = self._live()
@@ -243,7 +246,9 @@ class AttemptProcesses:
         while live and time.monotonic() < deadline:
             time.sleep(POLL_S)
             live = self._live()
-            if leader_first and time.monotonic() >= members_at:
+            # Once the launcher is gone, what is left of its tree is orphaned: no drain to
+            # wait for any more.
+            if leader_first and (time.monotonic() >= members_at or self.leader not in live):
                 terminated += sum(_send(m, signal.SIGTERM) for m in live if m != self.leader)
                 leader_first = False
         killed: set[ProcessIdentity] = set()

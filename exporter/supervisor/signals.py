@@ -1,0 +1,52 @@
+"""The daemon's signals, the same whether or not it is PID 1 of a container.
+
+PID 1 gets no default action for a signal it has no handler for (the kernel drops it), so
+every signal the daemon answers has a handler of its own:
+
+- SIGTERM, SIGINT: stop SGLang gracefully (SIGTERM, ``stop_grace_s`` to drain, SIGKILL),
+  then exit.
+- SIGQUIT: stop SGLang at once (no drain), then exit.
+- SIGHUP: re-read the config.
+- SIGCHLD: reap zombie children (the daemon is a child subreaper, or PID 1).
+
+Handlers run in the main thread, which is the one the kernel interrupts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from typing import TYPE_CHECKING
+
+from exporter.supervisor.reaper import become_subreaper
+
+if TYPE_CHECKING:
+    from exporter.supervisor.daemon import Daemon
+
+__all__ = ["install"]
+
+log = logging.getLogger("sglang_sentinel")
+
+
+def install(daemon: Daemon) -> None:
+    """Install the handlers (from the main thread) and adopt SGLang's orphans."""
+    if os.getpid() != 1:  # PID 1 of a namespace inherits every orphan already
+        become_subreaper()
+    signal.signal(signal.SIGTERM, lambda *_: daemon.request_stop())
+    signal.signal(signal.SIGINT, lambda *_: daemon.request_stop())
+    signal.signal(signal.SIGQUIT, lambda *_: daemon.request_stop(now=True))
+    signal.signal(signal.SIGHUP, lambda *_: daemon.request_reload())
+    signal.signal(signal.SIGCHLD, lambda *_: _reap(daemon))
+    _reap(daemon)  # whatever died before the handler was there
+
+
+def _reap(daemon: Daemon) -> None:
+    for reaped in daemon.reaper.reap():
+        log.info(
+            "reaped pid %d (%s, session %d): exit status %d",
+            reaped.identity.pid,
+            "of the attempt" if reaped.origin == "attempt" else "not the attempt's",
+            reaped.session,
+            reaped.returncode,
+        )
