@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     # SGLang must not inherit NOTIFY_SOCKET: with NotifyAccess=main its messages are refused.
     daemon = Daemon(config, notifier=Notifier.from_environment(unset_environment=True))
+    signals.install(daemon)  # at once: a SIGTERM from now on stops the daemon cleanly
     listen = config.metrics
     try:
         server, _thread = metrics.serve(
@@ -61,7 +62,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"sglang-sentinel run: {reason}", file=sys.stderr)
         write_message(config.paths.termination_log, message(ExitCode.ERROR, None, reason))
         return ExitCode.ERROR
-    signals.install(daemon)
     logging.getLogger("sglang_sentinel").info(
         "metrics on http://%s/metrics, probes on /healthz /readyz /status", listen.address
     )
