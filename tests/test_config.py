@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import tomllib
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from exporter.config import (
     Config,
     ConfigError,
     MetricsListen,
+    Paths,
     Policy,
     load_config,
     parse_config,
@@ -338,3 +341,13 @@ def test_check_config_shows_the_container_settings(tmp_path):
     assert f"termination log: {tmp_path / 't'}" in done.stdout
     assert "group:     rank 1 of 2 nodes; on a failure: exit" in done.stdout
     assert "give up:   exit" in done.stdout
+
+
+def test_example_config_sets_every_policy_and_paths_key():
+    example = tomllib.loads(EXAMPLE.read_text())
+    assert set(example["policy"]) == {f.name for f in fields(Policy)}
+    assert set(example["paths"]) == {f.name for f in fields(Paths)}
+    config = load_config(EXAMPLE)
+    assert (config.policy.group, config.policy.on_give_up) == ("relaunch", "wait")
+    assert config.paths.termination_log == Path("/dev/termination-log")
+    assert {"nnodes", "node-rank"} <= set(example["sglang"]["args"])
