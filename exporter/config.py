@@ -34,6 +34,7 @@ _PROFILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
 _HOST = re.compile(r"[A-Za-z0-9._-]+")  # a host name or an IPv4 address
 _PORT = re.compile(r"[0-9]{1,5}")
+_PLACEHOLDER = re.compile(r"@[A-Z][A-Z0-9_]*@")  # filled in at deploy time, e.g. @LWS_GROUP_SIZE@
 _LONG_INTEGER = re.compile(r"[0-9][0-9_]{4300,}")  # beyond what int() reads by default
 _SYNTAX_AT = re.compile(r" \(at (?:line (\d+), column (\d+)|end of document)\)$")
 _BLANKS = re.compile(r"(?:[ \t]|#[^\n]*)*")
@@ -146,14 +147,26 @@ class Config:
         raise KeyError(name)
 
 
-def nnodes(args: Mapping[str, FlagValue]) -> int:
-    """SGLang's ``--nnodes`` (1 when absent): how many nodes the server spans."""
-    return int(args.get("nnodes", 1))  # type: ignore[arg-type]  # checked when read
+def nnodes(args: Mapping[str, FlagValue]) -> int | None:
+    """SGLang's ``--nnodes`` (1 when absent): how many nodes the server spans; None for a
+    placeholder a deploy-time script fills in (a group's config template)."""
+    return _group_number(args.get("nnodes", 1))
 
 
-def node_rank(args: Mapping[str, FlagValue]) -> int:
-    """SGLang's ``--node-rank`` (0, the leader, when absent)."""
-    return int(args.get("node-rank", 0))  # type: ignore[arg-type]  # checked when read
+def node_rank(args: Mapping[str, FlagValue]) -> int | None:
+    """SGLang's ``--node-rank`` (0, the leader, when absent); None for a placeholder."""
+    return _group_number(args.get("node-rank", 0))
+
+
+def is_group(args: Mapping[str, FlagValue]) -> bool:
+    """One rank of a multi-node group: --nnodes > 1, or templated (only a group templates
+    it: deploy/container/sglang-sentinel-lws)."""
+    size = nnodes(args)
+    return size is None or size > 1
+
+
+def _group_number(value: FlagValue) -> int | None:
+    return None if isinstance(value, str) and _PLACEHOLDER.fullmatch(value) else int(value)  # type: ignore[arg-type]
 
 
 def render_flags(args: Mapping[str, FlagValue]) -> list[str]:
@@ -227,7 +240,7 @@ class _Reader:
         paths = self.paths(data.get("paths"), origin)
         policy = self.policy(
             data.get("policy", {}),
-            group="exit" if nnodes(sglang.args) > 1 else "relaunch",
+            group="exit" if is_group(sglang.args) else "relaunch",
             on_give_up="exit" if paths.termination_log else "wait",
         )
         return Config(
@@ -263,15 +276,23 @@ class _Reader:
 
     def group_flags(self, args: Mapping[str, FlagValue], key: Key) -> None:
         """--nnodes and --node-rank decide what the daemon does on a failure and how it
-        tells readiness: they must be integers, the rank one of the group's."""
+        tells readiness: integers, the rank one of the group's (or placeholders of a config
+        template, like "@LWS_GROUP_SIZE@", which a deploy-time script fills in)."""
         for name, least in (("nnodes", 1), ("node-rank", 0)):
             value = args.get(name, least)
+            if isinstance(value, str) and _PLACEHOLDER.fullmatch(value):
+                continue
             if type(value) is not int or value < least:
-                self.fail((*key, name), f"must be an integer >= {least}, got {value!r}")
-        if node_rank(args) >= nnodes(args):
+                self.fail(
+                    (*key, name),
+                    f'must be an integer >= {least} (or a placeholder like "@NAME@"), '
+                    f"got {value!r}",
+                )
+        size, rank = nnodes(args), node_rank(args)
+        if size is not None and rank is not None and rank >= size:
             self.fail(
                 (*key, "node-rank"),
-                f"must be below nnodes ({nnodes(args)}), got {node_rank(args)}",
+                f"must be below nnodes ({size}), got {rank}",
             )
 
     def profiles(self, raw: object, base: Mapping[str, FlagValue]) -> tuple[Profile, ...]:

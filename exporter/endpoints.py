@@ -61,8 +61,8 @@ class DaemonStatus:
     state: ServerState
     attempt: int | None
     profile: str | None
-    nnodes: int
-    node_rank: int
+    nnodes: int | None  # None: a placeholder in the config (never in a rendered one)
+    node_rank: int | None
     group: str  # policy.group: "exit" or "relaunch"
     decision: str | None  # the last decision, one sentence
     last_failure: FailureReport | None

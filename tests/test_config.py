@@ -316,6 +316,9 @@ def test_a_multi_node_rank_exits_on_failure_by_default_one_node_relaunches():
     assert group.group == "exit"
     chosen = parse_config('[sglang.args]\nnnodes = 2\n[policy]\ngroup = "relaunch"\n' + PATHS)
     assert chosen.policy.group == "relaunch"
+    # A group's config template (deploy/container/sglang-sentinel-lws fills it in).
+    template = '[sglang.args]\nnnodes = "@LWS_GROUP_SIZE@"\nnode-rank = "@LWS_WORKER_INDEX@"\n'
+    assert parse_config(template + PATHS).policy.group == "exit"
 
 
 def test_termination_log_defaults_to_the_kubernetes_file_where_it_exists(monkeypatch):

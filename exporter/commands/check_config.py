@@ -45,8 +45,12 @@ def report(path: str, config: Config) -> str:
         f"log dir:   {config.paths.log_dir}",
         f"metrics:   {config.metrics.address} (probes: /healthz /readyz /status)",
         f"termination log: {config.paths.termination_log or 'none'}",
-        f"group:     rank {node_rank(args)} of {nnodes(args)} nodes; on a failure: "
-        f"{config.policy.group}",
+        f"group:     rank {_known(node_rank(args))} of {_known(nnodes(args))} nodes; "
+        f"on a failure: {config.policy.group}",
         f"give up:   {config.policy.on_give_up}",
     ]
     return "\n".join(rows) + "\n"
+
+
+def _known(number: int | None) -> str:
+    return "(set at deploy time)" if number is None else str(number)

@@ -493,7 +493,7 @@ class Daemon:
     def _worker_ready(self, attempt: Attempt, now: float) -> bool:
         """A non-leader rank prints no ready line and answers a dummy /health: it is ready
         when its log shows its schedulers started and they are alive (group.py)."""
-        if node_rank(self._args(attempt.profile_index)) == 0:
+        if not node_rank(self._args(attempt.profile_index)):  # the leader (or not rendered)
             return False
         alive = sum(
             1
