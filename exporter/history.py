@@ -52,6 +52,7 @@ class AttemptRecord:
     phase: str | None = None
     phase_reached: str | None = None
     failure_class: str | None = None
+    confidence: str | None = None  # the classification's; absent in records before 2026-12
     root_cause_line: str | None = None
     diagnosis: str | None = None
     decision: str | None = None
@@ -129,6 +130,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "phase": _str,
     "phase_reached": _str,
     "failure_class": _str,
+    "confidence": _str,
     "root_cause_line": _str,
     "diagnosis": _str,
     "decision": _str,

@@ -289,6 +289,7 @@ def test_probes_through_a_launch_a_crash_a_backoff_and_a_stop(tmp_path, launcher
         assert failure["diagnosis"] and failure["decision"] == waiting["decision"]
         assert "retrying profile 'default'" in waiting["decision"]
         wait_for(lambda: ready(address) and status_of(address)["attempt"] == 2, "ready again")
+        wait_for(lambda: watcher.ready[-1:] == [200], "the watcher seeing it")
         assert daemon.terminate() == 0
     finally:
         watcher.stop()

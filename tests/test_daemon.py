@@ -290,3 +290,32 @@ def test_the_daemon_speaks_sd_notify_and_a_stalled_loop_stops_the_watchdog(tmp_p
         if thread.is_alive():
             stop(daemon, thread)
         sock.close()
+
+
+def test_automatic_remedies_act_only_on_a_confident_class(tmp_path):
+    """A graph-capture OOM named by its wrapper is remedied (fewer graph batch sizes); a bare
+    PyTorch OOM line, which the log does not place (weights, pool, graphs or serving?), is
+    retried per policy without a remedy, and the decision says why."""
+
+    def run(line: str) -> list:
+        home = tmp_path / str(abs(hash(line)))
+        home.mkdir()
+        path = write(home, {"line": line, "exit-code": 1}, policy={"max_attempts": 3})
+        config = load_config(path)
+        daemon = Daemon(config)
+        thread = in_thread(daemon)
+        wait_for(lambda: daemon.state is ServerState.GAVE_UP)
+        stop(daemon, thread)
+        return History(config.paths.state_dir).read().attempts
+
+    placed = run(
+        "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2 GiB"
+    )
+    assert (placed[0].failure_class, placed[0].confidence) == ("cuda_graph_oom", "high")
+    assert "capturing fewer batch sizes" in placed[0].decision
+    assert "--cuda-graph-max-bs" in placed[1].command
+
+    bare = run("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    assert [(a.failure_class, a.confidence) for a in bare] == [("runtime_oom", "medium")] * 3
+    assert "no automatic remedy: runtime_oom is a medium-confidence reading" in bare[1].decision
+    assert bare[0].command == bare[1].command == bare[2].command

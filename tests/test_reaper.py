@@ -4,11 +4,14 @@ waits for (a launcher's exit status belongs to its Popen, a short command's to i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from exporter.supervisor.reaper import reapable
+from exporter.supervisor.processes import identify, spawn, waited_pids
+from exporter.supervisor.reaper import Reaper, reapable
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,7 +40,7 @@ short = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(7)"])
 killed = subprocess.Popen(["sleep", "30"], start_new_session=True)
 killed.send_signal(signal.SIGKILL)
 time.sleep(1.0)
-reaper = Reaper(claimed=lambda: {launcher.pid, killed.pid}, sessions=lambda: {launcher.pid})
+reaper = Reaper(sessions=lambda: {launcher.pid}, claimed=lambda: {launcher.pid, killed.pid})
 reaped = reaper.reap()
 zombies = []
 for pid in os.listdir("/proc"):
@@ -83,3 +86,23 @@ def test_reapable_spares_claimed_pids_and_the_daemons_own_session():
     assert reapable(pid=20, session=20, own_session=5, waited_by_others={20}) is False
     assert reapable(pid=21, session=5, own_session=5, waited_by_others=set()) is False
     assert reapable(pid=22, session=20, own_session=5, waited_by_others={20}) is True
+
+
+def test_a_launcher_that_died_before_the_daemon_recorded_it_is_left_to_its_popen(tmp_path):
+    """spawn() registers its Popen before it returns: a launcher that exits at once (a bad
+    flag) keeps its exit status for the attempt's classification, reaper or not."""
+    popen = spawn(
+        [sys.executable, "-c", "import sys; sys.exit(2)"],
+        env=dict(os.environ),
+        cwd=None,
+        log_path=tmp_path / "attempt.log",
+    )
+    deadline = time.monotonic() + 30
+    while identify(popen.pid) is not None and identify(popen.pid).alive():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert popen.pid in waited_pids()
+    reaped = Reaper(sessions=set).reap()  # a zombie child of ours, and left alone
+    assert popen.pid not in {r.identity.pid for r in reaped}
+    assert popen.wait(timeout=30) == 2
+    assert popen.pid not in waited_pids()

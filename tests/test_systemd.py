@@ -12,7 +12,6 @@ would run its tmpfiles cleanup on everyone's /tmp.
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import shutil
@@ -25,14 +24,18 @@ import pytest
 
 from exporter.config import load_config
 from exporter.notify import MAX_WATCHDOG_GAP_S
+from tests.daemon_timing import longest_loop_stall_s, longest_stop_s
 
 REPO = Path(__file__).resolve().parents[1]
 SYSTEMD = REPO / "systemd"
 UNIT = SYSTEMD / "sglang-sentinel.service"
+TEMPLATE = SYSTEMD / "sglang-sentinel@.service"
+INSTANCE = "demo"  # the instance verified: sglang-sentinel@demo.service
 ENV_FILE = SYSTEMD / "sglang-sentinel.env"
 CONFIG = SYSTEMD / "config.example.toml"
 INSTALLED_EXEC = "/usr/local/bin/sglang-sentinel"
 EXEC_ARGS = "run --config /etc/sglang-sentinel/config.toml"
+TEMPLATE_EXEC_ARGS = "run --config /etc/sglang-sentinel/%i.toml"
 
 # Measured with systemd 252 (Debian 12): the unit scores 2.3; a unit with no hardening at
 # all scores 9.6. What remains is deliberate: network access, GPU device nodes (no
@@ -84,9 +87,9 @@ def parse_unit(text: str) -> list[tuple[str, str, str]]:
     return entries
 
 
-def settings(section: str) -> dict[str, str]:
+def settings(section: str, unit: Path = UNIT) -> dict[str, str]:
     """The last value of each key in ``section`` (as systemd reads single-valued keys)."""
-    return {k: v for s, k, v in parse_unit(UNIT.read_text()) if s == section}
+    return {k: v for s, k, v in parse_unit(unit.read_text()) if s == section}
 
 
 def seconds(value: str) -> float:
@@ -101,19 +104,34 @@ def seconds(value: str) -> float:
     return total
 
 
-@pytest.fixture
-def verifiable_unit(tmp_path: Path) -> Path:
-    """A copy of the unit whose ExecStart runs a program that exists here."""
-    text = UNIT.read_text()
-    installed = f"ExecStart={INSTALLED_EXEC} {EXEC_ARGS}\n"
+def verifiable_copy(unit: Path, exec_args: str, directory: Path) -> Path:
+    """A copy of ``unit`` in ``directory`` whose ExecStart runs a program that exists here."""
+    text = unit.read_text()
+    installed = f"ExecStart={INSTALLED_EXEC} {exec_args}\n"
     assert text.count(installed) == 1
-    copy = tmp_path / UNIT.name
-    copy.write_text(text.replace(installed, f"ExecStart={entry_point()} {EXEC_ARGS}\n"))
+    copy = directory / unit.name
+    copy.write_text(text.replace(installed, f"ExecStart={entry_point()} {exec_args}\n"))
     return copy
 
 
-def analyze(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def verifiable_unit(tmp_path: Path) -> Path:
+    return verifiable_copy(UNIT, EXEC_ARGS, tmp_path)
+
+
+@pytest.fixture
+def verifiable_template(tmp_path: Path) -> Path:
+    return verifiable_copy(TEMPLATE, TEMPLATE_EXEC_ARGS, tmp_path)
+
+
+def analyze(
+    *args: str, cwd: Path, unit_path: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """systemd-analyze; with ``unit_path``, unit names are also looked up there (first)."""
     env = {**os.environ, "SYSTEMD_LOG_COLOR": "0", "SYSTEMD_PAGER": "", "LC_ALL": "C.UTF-8"}
+    if unit_path is not None:
+        # The trailing colon keeps systemd's own search path after it (network-online.target).
+        env["SYSTEMD_UNIT_PATH"] = f"{unit_path}:"
     return subprocess.run(
         [systemd_analyze(), *args],
         capture_output=True,
@@ -196,26 +214,16 @@ def test_notify_watchdog_and_restart_policy() -> None:
 
 
 def test_timeouts_fit_the_daemon_s_longest_blocking_steps() -> None:
-    """The main loop stops SGLang (stop_grace_s, then up to kill_wait_s of SIGKILL) and waits
-    for the port before relaunching, all without pinging: the watchdog must outlast that;
-    a stop arriving mid-restart waits for two stops, then for the probe thread to end."""
-    from exporter.supervisor import daemon
-    from exporter.supervisor.processes import AttemptProcesses
-    from exporter.telemetry.probes import HEALTH_TIMEOUT_S
-
+    """The main loop does not ping while it stops SGLang and waits for the port: the
+    watchdog must outlast that; the stop timeout must outlast the longest stop."""
     grace = load_config(CONFIG).policy.stop_grace_s
-    kill_wait = inspect.signature(AttemptProcesses.stop).parameters["kill_wait_s"].default
-    port_wait = daemon.PORT_WAIT_S
-    longest_stall = grace + kill_wait + port_wait
     service = settings("Service")
     margin = 4.0
     # A ping may be up to MAX_WATCHDOG_GAP_S old when the stall starts.
-    assert seconds(service["WatchdogSec"]) - MAX_WATCHDOG_GAP_S >= longest_stall + margin
-    assert seconds(service["TimeoutStartSec"]) >= longest_stall + margin
-    probe_join = HEALTH_TIMEOUT_S + 5  # a health request in flight when the daemon stops
-    process_scan_join = 10.0  # ProcessCollector.stop()
-    stop = 2 * (grace + kill_wait) + port_wait + probe_join + process_scan_join
-    assert seconds(service["TimeoutStopSec"]) >= stop + margin
+    stall = longest_loop_stall_s(grace)
+    assert seconds(service["WatchdogSec"]) - MAX_WATCHDOG_GAP_S >= stall + margin
+    assert seconds(service["TimeoutStartSec"]) >= stall + margin
+    assert seconds(service["TimeoutStopSec"]) >= longest_stop_s(grace) + margin
 
 
 def test_gpu_friendly_hardening() -> None:
@@ -282,3 +290,89 @@ def test_environment_file_writes_only_where_the_unit_allows() -> None:
     for key, value in assignments.items():
         if value.startswith("/"):
             assert Path(value).is_relative_to(cache), f"{key}={value} is read-only to the unit"
+
+
+# --- the template unit: several servers on one host ------------------------------------------
+
+# The only settings in which sglang-sentinel@.service may differ from sglang-sentinel.service,
+# with the template's values: everything else (timeouts, watchdog, hardening, checked above
+# on the plain unit) must stay the same.
+PER_INSTANCE = {
+    ("Unit", "Description"): ["sglang-sentinel: supervised SGLang LLM server %i"],
+    ("Service", "ExecStart"): [f"{INSTALLED_EXEC} {TEMPLATE_EXEC_ARGS}"],
+    ("Service", "EnvironmentFile"): [
+        "-/etc/default/sglang-sentinel",
+        "-/etc/default/sglang-sentinel-%i",
+    ],
+    ("Service", "StateDirectory"): ["sglang-sentinel/%i"],
+    ("Service", "LogsDirectory"): ["sglang-sentinel/%i"],
+    ("Service", "SyslogIdentifier"): ["sglang-sentinel-%i"],
+}
+
+
+def grouped(unit: Path) -> dict[tuple[str, str], list[str]]:
+    """(section, key) -> every value assigned, in order (EnvironmentFile= may repeat)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for section, key, value in parse_unit(unit.read_text()):
+        out.setdefault((section, key), []).append(value)
+    return out
+
+
+def test_template_instance_verify_prints_nothing(verifiable_template: Path) -> None:
+    """Verified as an instance, so %i is expanded as systemd does at start."""
+    result = analyze(
+        "verify",
+        "--man=no",
+        f"sglang-sentinel@{INSTANCE}.service",
+        cwd=verifiable_template.parent,
+        unit_path=verifiable_template.parent,
+    )
+    assert result.stderr == ""
+    assert result.stdout == ""
+    assert result.returncode == 0
+
+
+def test_template_instance_verify_reads_the_template(verifiable_template: Path) -> None:
+    """The check above would pass vacuously if the instance did not load the template."""
+    text = verifiable_template.read_text()
+    verifiable_template.write_text(text.replace("Type=notify\n", "Type=notfy\n"))
+    result = analyze(
+        "verify",
+        "--man=no",
+        f"sglang-sentinel@{INSTANCE}.service",
+        cwd=verifiable_template.parent,
+        unit_path=verifiable_template.parent,
+    )
+    assert "notfy" in result.stderr
+
+
+def test_template_instance_security_exposure_is_low(verifiable_template: Path) -> None:
+    name = f"sglang-sentinel@{INSTANCE}.service"
+    result = analyze(
+        "security",
+        "--offline=true",
+        name,
+        cwd=verifiable_template.parent,
+        unit_path=verifiable_template.parent,
+    )
+    assert result.returncode == 0, result.stderr
+    match = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+)", result.stdout)
+    assert match, result.stdout
+    assert float(match.group(1)) < MAX_EXPOSURE, result.stdout
+
+
+def test_template_differs_from_the_unit_only_per_instance() -> None:
+    unit, template = grouped(UNIT), grouped(TEMPLATE)
+    differing = {key for key in unit.keys() | template.keys() if unit.get(key) != template.get(key)}
+    assert differing == set(PER_INSTANCE), "the template drifted from the plain unit"
+    assert {key: template[key] for key in PER_INSTANCE} == PER_INSTANCE
+
+
+def test_template_keeps_instances_apart() -> None:
+    """Config, history, logs and journal identifier are per instance; the cache is shared."""
+    service = settings("Service", TEMPLATE)
+    assert service["ExecStart"].endswith(f"/etc/{service['ConfigurationDirectory']}/%i.toml")
+    for key in ("StateDirectory", "LogsDirectory", "SyslogIdentifier"):
+        assert "%i" in service[key], key
+    assert "%i" not in service["CacheDirectory"]
+    assert service["Environment"] == f"HOME=%C/{service['CacheDirectory']}"

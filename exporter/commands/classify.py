@@ -67,8 +67,11 @@ def _read(path: str) -> str:
 
 def report(path: str, result: Classification) -> str:
     data = result.to_json()
+    runner_up = f", runner-up {data['runner_up']}" if data["runner_up"] else ""
+    decided = f"decided by {data['layer']}: {data['signature']}" if data["signature"] else ""
     rows = [
         f"{path}: {data['failure_class']}",
+        f"  confidence: {data['confidence']}{runner_up}" + (f" ({decided})" if decided else ""),
         f"  phase:      {data['phase'] or '-'}",
         f"  version:    {data['sglang_version'] or 'not in the log'}",
         f"  root cause: {data['root_cause_line'] or '-'}"

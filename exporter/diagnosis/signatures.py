@@ -27,7 +27,9 @@ class Resolve(enum.Enum):
     FIXED = "fixed"
     OUT_OF_MEMORY = "out_of_memory"  # by frames, wrapper and lifecycle: see classify.py
     NATIVE_CRASH = "native_crash"  # NCCL frames in the backtrace make it distributed
-    BY_FRAMES = "by_frames"  # an exception with no telling message: its frames decide
+    # A collective that may have failed because an allocation did (NCCL's "Failed to CUDA
+    # calloc"): memory becomes the runner-up.
+    COLLECTIVE = "collective"
 
 
 @dataclass(frozen=True)
@@ -149,8 +151,9 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "cuda_error_oom",
         C.RUNTIME_OOM,
-        ("rror: out of memory", "CPUAllocator: can't allocate memory"),
-        r"(?:CUDA|HIP) [Ee]rror: out of memory|DefaultCPUAllocator: can't allocate memory",
+        ("rror: out of memory", "CPUAllocator: can't allocate memory", "_ALLOC_FAILED"),
+        r"(?:CUDA|HIP) [Ee]rror: out of memory|DefaultCPUAllocator: can't allocate memory"
+        r"|CUBLAS_STATUS_ALLOC_FAILED",
         84,
         OOM,
     ),
@@ -327,10 +330,11 @@ SIGNATURES: tuple[Signature, ...] = (
             "nvcc fatal",
             "too many blocks in cooperative",
             "failed with error code",
+            "Triton Error",
         ),
         r"no kernel image is available|Ninja is required|out of resource: shared memory"
         r"|OutOfResources|CompilationError|nvcc fatal|too many blocks in cooperative launch"
-        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)",
+        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)|Triton Error \[",
         92,
     ),
     sig(
@@ -373,7 +377,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "cuda_error",
         C.CUDA_ERROR,
         ("CUDA error: ", "HIP error: ", "CUBLAS_STATUS_", "CUDA driver error", "cudaError"),
-        r"(?:CUDA|HIP) error: (?!out of memory)|CUBLAS_STATUS_|CUDA driver error"
+        r"(?:CUDA|HIP) error: (?!out of memory|CUBLAS_STATUS_ALLOC)|CUBLAS_STATUS_(?!ALLOC)"
+        r"|CUDA driver error"
         r"|cudaError(?!MemoryAllocation)",
         80,
     ),
@@ -412,13 +417,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"DistStoreError|DistNetworkError|DistBackendError|NCCL error|nccl(?:System|UnhandledCuda"
         r"|Internal|RemoteError|InvalidUsage)|TCPStore|memory capacity is unbalanced",
         90,
+        Resolve.COLLECTIVE,
     ),
     sig(
         "nccl_warning",
         C.DISTRIBUTED_INIT,
         ("NCCL WARN", "[c10d]"),
-        r"NCCL WARN |\[c10d\].*(?:failed to connect|timed out|Connection (?:reset|refused|closed))",
+        r"NCCL WARN |\[c10d\].*(?:failed to connect|timed out|timeout"
+        r"|Connection (?:reset|refused|closed))",
         93,
+        Resolve.COLLECTIVE,
     ),
     sig(
         "peer_lost",
@@ -473,9 +481,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "killed",
         C.KILLED_BY_SIGNAL,
         ("Killed", "已杀死", "exit code: -9", "exit code -9", "core dumped", "exit code 137"),
-        r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b|Segmentation fault \(core dumped\)"
-        r"|exit code 137",
+        r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b"
+        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137",
         25,
+    ),
+    sig(
+        "host_oom_killer",
+        C.KILLED_BY_SIGNAL,
+        ("Killed process", "oom-kill", "oom_reaper", "invoked oom-killer", "OOMKilled"),
+        r"Out of memory: Killed process|oom-kill:|oom_reaper:|invoked oom-killer|\bOOMKilled\b",
+        65,  # the kernel's OOM killer: host memory, whatever the last Python words were
     ),
     # --- other known conditions
     sig(
@@ -531,6 +546,7 @@ OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
     (
         (
             "load_model",
+            "_device.py:__torch_function__",  # tensors made under a device context: the model
             "load_weights",
             "weight_loader",
             "create_weights",

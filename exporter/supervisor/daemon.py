@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
-from exporter.diagnosis.classify import Classification, Outcome, classify
+from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
@@ -135,7 +135,7 @@ class Daemon:
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
         # PID 1 or a subreaper inherits SGLang's orphans: reaped on SIGCHLD (signals.py).
-        self.reaper = Reaper(claimed=self._launcher_pids, sessions=self._attempt_sessions)
+        self.reaper = Reaper(sessions=self._attempt_sessions)
         self.heartbeat = Heartbeat()  # /healthz: the loop's ticks, as the watchdog sees them
         self.last_failure: FailureReport | None = None
         self.exit_code = ExitCode.STOPPED
@@ -198,11 +198,6 @@ class Daemon:
                 loop_age_s=self.heartbeat.age_s(),
                 loop_limit_s=liveness_limit_s(self.config.policy.stop_grace_s),
             )
-
-    def _launcher_pids(self) -> set[int]:
-        """The launcher a Popen waits for: the reaper must leave its exit status alone."""
-        attempt = self.attempt
-        return {attempt.processes.leader.pid} if attempt else set()
 
     def _attempt_sessions(self) -> set[int]:
         attempt = self.attempt
@@ -674,7 +669,9 @@ class Daemon:
             failure_class = FailureClass.OTHER
         decision = None
         if stopped_by is None:
-            decision = self._decide(number, index, started_at, attempt, failure_class, now, events)
+            decision = self._decide(
+                number, index, started_at, attempt, failure_class, now, events, result.confidence
+            )
         exit_code = outcome.exit_code
         self._record(
             {
@@ -686,6 +683,7 @@ class Daemon:
                 "phase": result.phase.value if result.phase else None,
                 "phase_reached": attempt.log.progress.step.label if attempt else None,
                 "failure_class": failure_class.value,
+                "confidence": result.confidence.value,
                 "root_cause_line": result.root_cause_line,
                 "diagnosis": result.diagnosis,
                 "decision": decision.reason if decision else None,
@@ -752,6 +750,7 @@ class Daemon:
         failure_class: FailureClass,
         now: float,
         events: Sequence[Event] = (),
+        confidence: Confidence = Confidence.HIGH,
     ) -> Decision:
         attempts = [a for a in self.history.read().attempts if a.attempt != number]
         attempts.append(
@@ -764,7 +763,7 @@ class Daemon:
                 failure_class=failure_class.value,
             )
         )
-        decision = self._policy_decision(failure_class, index, attempts, now, events)
+        decision = self._policy_decision(failure_class, index, attempts, now, events, confidence)
         if self.config.policy.group == "exit" and decision.relaunch:
             return group_exit(failure_class.value, decision)
         return decision
@@ -776,8 +775,11 @@ class Daemon:
         attempts: Sequence[AttemptRecord],
         now: float,
         events: Sequence[Event] = (),
+        confidence: Confidence = Confidence.HIGH,
     ) -> Decision:
-        """The policy's decision, with the automatic remedy it may fall back on."""
+        """The policy's decision, with the automatic remedy it may fall back on: only for a
+        class the log shows with high confidence (a remedy for a guessed class can point the
+        wrong way, e.g. lower a fraction that should rise)."""
         config = self.config
         remedy = None
         if config.policy.automatic_remedies and failure_class in REMEDIED:
@@ -787,16 +789,20 @@ class Daemon:
                 self._plan_for(index, events),
                 config.policy.max_mem_fraction_static,
             )
-        return decide(
-            failure_class,
-            index,
-            [self._command(i) for i in range(len(config.profiles))],
-            [p.name for p in config.profiles],
-            config.policy,
-            attempts,
-            now,
-            remedy,
-        )
+
+        def decided(remedy: Remedy | None) -> Decision:
+            commands = [self._command(i) for i in range(len(config.profiles))]
+            names = [p.name for p in config.profiles]
+            return decide(
+                failure_class, index, commands, names, config.policy, attempts, now, remedy
+            )
+
+        decision = decided(remedy)
+        if decision.remedy is not None and confidence is not Confidence.HIGH:
+            decision = decided(None)
+            reason = f"{decision.reason} (no automatic remedy: {failure_class} is a {confidence}"
+            decision = replace(decision, reason=f"{reason}-confidence reading of the log)")
+        return decision
 
     def _plan_for(self, index: int, events: Sequence[Event]) -> Plan | None:
         """SGLang's pool arithmetic for this profile, calibrated from the failed attempt's
@@ -857,7 +863,8 @@ class Daemon:
             failure_class = FailureClass.OTHER
         index = min(last.profile_index, len(self.config.profiles) - 1)
         now = self._clock()
-        decision = self._policy_decision(failure_class, index, attempts, now)
+        confidence = Confidence(last.confidence or Confidence.HIGH)
+        decision = self._policy_decision(failure_class, index, attempts, now, (), confidence)
         log.warning(
             "resuming after attempt %d (%s): %s", last.attempt, last.failure_class, decision.reason
         )

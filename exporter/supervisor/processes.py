@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "port_free",
     "spawn",
     "wait_port_free",
+    "waited_pids",
 ]
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often stop() looks again while waiting for processes to go
 _CMDLINE_CHARS = 200
 _SCANS_TO_CLOSE = 2  # empty scans in a row after which an attempt's session is over
+_SPAWNED: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()  # see waited_pids()
 
 
 @dataclass(frozen=True, order=True)
@@ -120,8 +123,16 @@ def spawn(
         raise SpawnError(f"cannot start {argv[0]}: {exc}") from exc
     finally:
         os.close(fd)
+    _SPAWNED.add(popen)
     _unprotect_from_oom_killer(popen.pid)
     return popen
+
+
+def waited_pids() -> set[int]:
+    """The launchers spawn() started whose exit status their Popen has not collected yet:
+    a reaper must leave them to it (the status classifies the attempt). Registered before
+    spawn() returns, so even a launcher that dies at once is never taken from its Popen."""
+    return {popen.pid for popen in list(_SPAWNED) if popen.returncode is None}
 
 
 def _unprotect_from_oom_killer(pid: int) -> None:

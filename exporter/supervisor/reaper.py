@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.supervisor.processes import ProcessIdentity, identify
+from exporter.supervisor.processes import ProcessIdentity, identify, waited_pids
 
 __all__ = ["Reaped", "Reaper", "become_subreaper", "is_subreaper", "reapable"]
 
@@ -66,13 +66,14 @@ def reapable(pid: int, session: int, own_session: int, waited_by_others: Collect
 
 class Reaper:
     """``reap()`` waits for every reapable zombie child; call it on SIGCHLD (one signal may
-    stand for several exits). ``claimed()`` names the pids a ``Popen`` waits for and
-    ``sessions()`` the session ids of the daemon's attempts (what counts as theirs)."""
+    stand for several exits). ``sessions()`` names the session ids of the daemon's attempts
+    (what counts as theirs), ``claimed()`` the pids a ``Popen`` waits for (by default the
+    launchers :func:`spawn` started)."""
 
     def __init__(
         self,
-        claimed: Callable[[], Collection[int]],
         sessions: Callable[[], Collection[int]],
+        claimed: Callable[[], Collection[int]] = waited_pids,
     ) -> None:
         self._claimed = claimed
         self._sessions = sessions

@@ -22,7 +22,7 @@ from exporter.history import History
 from exporter.supervisor.daemon import LOST_MEMBER_GRACE_S
 from tests.conftest import free_port, live_in_sessions
 from tests.e2e.conftest import write_config
-from tests.test_container import Namespace, ready, status_of
+from tests.test_container import Namespace, Watcher, ready, status_of
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_S = 300.0  # the most one launch may take on two shared cores
@@ -79,6 +79,8 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
     )
     address = config.metrics.address
     namespace = Namespace(config.source, tmp_path / "daemon.stderr")
+    wait(lambda: status_of(address) is not None, 60, "/status")
+    watcher = Watcher(address)
     try:
 
         def fail(what: str) -> str:
@@ -125,6 +127,7 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
             assert status_of(address)["last_failure"]["class"] == "killed_by_signal"
         wait(lambda: ready(address) and status_of(address)["attempt"] == 3, LAUNCH_S, "relaunch")
 
+        wait(lambda: watcher.ready[-1:] == [200], 10, "the watcher seeing it")
         everything = namespace.processes()
         signalled = time.monotonic()
         namespace.init.send_signal(signal.SIGTERM)
@@ -134,7 +137,14 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
         assert took < grace + 5.0, fail(f"SIGTERM took {took:.1f} s")
         assert not [p for p in everything if running(p)]
     finally:
+        watcher.stop()
         namespace.close()
+    answered = {code for code in watcher.health if code is not None}
+    assert answered == {200}, f"liveness answered {answered}"
+    seen = [code for code in watcher.ready if code is not None]
+    changes = [code for i, code in enumerate(seen) if i == 0 or seen[i - 1] != code]
+    # loading, serving; crash, backoff, loading, serving; the same again; stopping
+    assert changes[:6] == [503, 200, 503, 200, 503, 200] and changes[6:] in ([], [503]), changes
 
 
 def children_sessions(parent: psutil.Process) -> dict[int, float]:

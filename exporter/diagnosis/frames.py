@@ -1,0 +1,110 @@
+"""Traceback frames as the classifier needs them: which code raised, and from which package.
+
+Frames reach us in the shapes pasted logs take: indented or not, and hard-wrapped so that
+``File "...memory_pool.py",`` and ``line 499, in _init_mamba_pool`` sit on two lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from exporter.logs.lines import LogLine
+from exporter.logs.tracebacks import TRACEBACK_START
+
+_FRAME = re.compile(r'^File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
+_FRAME_HEAD = re.compile(r'^File "(?P<path>[^"]+)",?$')  # the path, wrapped before "line N"
+_FRAME_TAIL = re.compile(r"^line \d+,? in (?P<func>\S+)")
+_CHAIN_OR_START = ("During handling", "The above")
+LOOKBACK = 400  # lines searched above an exception for its frames
+# Frames that only pass a call along: the code that raised is further out.
+_PASS_THROUGH = (
+    "torch/nn/modules/module.py",
+    "torch/utils/_contextlib.py",
+    "torch/_dynamo",
+    "torch/fx/",
+    "functools.py",
+    "contextlib.py",
+    "threading.py",
+    "concurrent/futures",
+    "asyncio/",
+    "<eval_with_key>",
+    "<string>",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    path: str
+    func: str
+    position: int  # index of the frame's first line in the time-ordered lines
+
+    @property
+    def text(self) -> str:
+        return f"{self.path}:{self.func}"
+
+    @property
+    def passes_through(self) -> bool:
+        return any(fragment in self.path for fragment in _PASS_THROUGH)
+
+
+def frame_at(ordered: Sequence[LogLine], position: int) -> Frame | None:
+    """The frame that starts at ``position``, whole or hard-wrapped over two lines."""
+    message = ordered[position].message
+    if not message.startswith("File "):
+        return None
+    match = _FRAME.match(message)
+    if match:
+        return Frame(match.group("path"), match.group("func"), position)
+    head = _FRAME_HEAD.match(message)
+    if head and position + 1 < len(ordered):
+        tail = _FRAME_TAIL.match(ordered[position + 1].message)
+        if tail:
+            return Frame(head.group("path"), tail.group("func"), position)
+    return None
+
+
+def is_frame_text(ordered: Sequence[LogLine], position: int) -> bool:
+    """The line is part of a frame header (a ``File`` line or its wrapped ``line N`` half)."""
+    if frame_at(ordered, position) is not None:
+        return True
+    return (
+        position > 0
+        and _FRAME_TAIL.match(ordered[position].message) is not None
+        and frame_at(ordered, position - 1) is not None
+    )
+
+
+def frames_before(ordered: Sequence[LogLine], position: int) -> list[Frame]:
+    """The frames of the traceback that ends at ``position``, innermost last."""
+    frames: list[Frame] = []
+    for i in range(position - 1, max(-1, position - LOOKBACK - 1), -1):
+        message = ordered[i].message
+        if message.endswith(TRACEBACK_START) or message.startswith(_CHAIN_OR_START):
+            break
+        frame = frame_at(ordered, i)
+        if frame is not None:
+            frames.append(frame)
+    frames.reverse()
+    return frames
+
+
+def raising_frame(frames: Sequence[Frame]) -> Frame | None:
+    """The innermost frame that does more than pass the call along."""
+    for frame in reversed(frames):
+        if not frame.passes_through:
+            return frame
+    return frames[-1] if frames else None
+
+
+def source_line(ordered: Sequence[LogLine], frame: Frame) -> int | None:
+    """The position of the code line printed under a frame, when the paste kept it."""
+    following = frame.position + 1
+    if following < len(ordered) and _FRAME_TAIL.match(ordered[following].message):
+        following += 1
+    if following < len(ordered) and frame_at(ordered, following) is None:
+        message = ordered[following].message
+        if message and not message.startswith(("Traceback", "[")) and ":" not in message[:1]:
+            return following
+    return None

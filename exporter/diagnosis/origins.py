@@ -1,0 +1,113 @@
+"""The second layer: an exception's type and the package of the code that raised it.
+
+A message the signatures do not know still says something by where it came from: an
+assertion in ``server_args.py`` is a rejected configuration, a ValueError out of
+transformers' config loading is a model that cannot be read, anything raised inside Triton
+or a JIT build is a kernel failure. The raising frame (the innermost one that does more
+than pass the call along) is asked first, then every frame of the traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from exporter.diagnosis.frames import Frame, raising_frame
+from exporter.diagnosis.taxonomy import FailureClass as C
+
+# Exceptions a validation raises; an AttributeError or a KeyError there is a bug, not a
+# rejected flag.
+_VALIDATION = ("ValueError", "AssertionError", "TypeError", "NotImplementedError", "RuntimeError")
+
+
+@dataclass(frozen=True)
+class OriginRule:
+    name: str
+    failure_class: C
+    fragments: tuple[str, ...]  # in the frame's "path:function"
+    types: tuple[str, ...] = ()  # exception class names (without module); empty: any
+
+    def matches(self, frame: Frame, exception_type: str) -> bool:
+        # A traceback cut off before its exception has no type: the frames alone decide.
+        if self.types and exception_type and exception_type not in self.types:
+            return False
+        return any(fragment in frame.text for fragment in self.fragments)
+
+
+ORIGIN_RULES: tuple[OriginRule, ...] = (
+    OriginRule(
+        "server_args",
+        C.INVALID_ARGUMENT,
+        ("server_args.py", "/arg_groups/", "check_server_args", "__post_init__"),
+        (*_VALIDATION, "Exception"),
+    ),
+    OriginRule(
+        "kernel_build_or_launch",
+        C.KERNEL_ERROR,
+        (
+            "/triton",
+            "triton_ops",
+            "flashinfer",
+            "deep_gemm",
+            "deep_ep",
+            "sgl_kernel",
+            "cutlass",
+            "extend_attention",
+            "decode_attention",
+            "/jit/",
+            "cpp_extension.py",
+            "torch/_inductor",
+            "tvm_ffi",
+            "tilelang",
+        ),
+    ),
+    OriginRule(
+        "model_loading",
+        C.MODEL_LOAD_ERROR,
+        (
+            "model_loader",
+            "load_weights",
+            "weight_loader",
+            "weight_utils",
+            "transformers/configuration_utils",
+            "transformers/models/auto",
+            ":from_pretrained",  # a tokenizer or config being loaded, not one in use
+            ":_from_pretrained",
+            "hf_transformers_utils",
+            "huggingface_hub",
+            "safetensors",
+        ),
+    ),
+    OriginRule(
+        "distributed_setup",
+        C.DISTRIBUTED_INIT,
+        (
+            "torch/distributed",
+            "distributed_c10d",
+            "parallel_state",
+            "pynccl",
+            "rendezvous",
+            "mooncake",
+            "/nixl/",
+            "nvshmem",
+            "bootstrap",
+        ),
+    ),
+    OriginRule("socket_bind", C.PORT_IN_USE, (":bind", ":_bind_server_socket"), ("ZMQError",)),
+)
+
+
+def by_origin(
+    frames: Sequence[Frame], exception_type: str, rules: Sequence[OriginRule] = ORIGIN_RULES
+) -> OriginRule | None:
+    """The rule for the code that raised: the exception's own module first
+    (``triton.compiler.errors.CompilationError``), then the raising frame, then any frame."""
+    module, _, short_type = exception_type.rpartition(".")
+    candidates = [Frame("/" + module.replace(".", "/"), "", -1)] if module else []
+    raiser = raising_frame(frames)
+    candidates += ([raiser] if raiser is not None else []) + list(reversed(frames))
+    for frame in candidates:
+        for rule in rules:
+            if rule.matches(frame, short_type):
+                return rule
+    return None

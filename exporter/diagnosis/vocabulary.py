@@ -1,0 +1,238 @@
+"""The third layer: families of wording, for error lines no signature knows.
+
+Each family is the vocabulary a layer under SGLang (PyTorch, NCCL, Mooncake, a compiler,
+transformers, an allocator) uses for one kind of failure, in any sentence. They are asked
+in order, the first that matches names the class: more specific families come first (an
+"out of memory" inside a NCCL message is memory; a timeout inside a rendezvous is
+distributed).
+
+``reports_error`` and ``says_failed`` tell which lines are errors at all: an exception, an
+ERROR record, a glog ``E`` line, a fatal banner, SGLang's own teardown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.tracebacks import EXCEPTION_LINE
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    failure_class: C
+    pattern: re.Pattern[str]
+    out_of_memory: bool = False  # the class depends on where it happened (classify.py)
+    # Says what happened whatever code raised it: outranks the raising package (an
+    # "out of memory" raised in a model loader is still memory).
+    specific: bool = False
+    # Read in an exception's message only: in a log line the same words are more often
+    # advice ("set --cuda-graph-max-bs to a smaller value") than the failure.
+    exceptions_only: bool = False
+
+
+def _family(
+    name: str,
+    failure_class: C,
+    pattern: str,
+    out_of_memory: bool = False,
+    specific: bool = False,
+    exceptions_only: bool = False,
+) -> Family:
+    compiled = re.compile(pattern, re.IGNORECASE)
+    return Family(
+        name, failure_class, compiled, out_of_memory, specific or out_of_memory, exceptions_only
+    )
+
+
+FAMILIES: tuple[Family, ...] = (
+    # Sizing: the numbers do not fit, before anything was allocated.
+    _family(
+        "memory_budget",
+        C.POOL_INIT_OOM,
+        r"not enough (?:\w+ )?memory (?:available|for|to|left)"
+        r"|(?:requesting|requires?|need(?:s|ed)?) [\d.]+ ?[GMK]i?B,? but only"
+        r"|leaves? no (?:\w+ )?memory for",
+        specific=True,
+    ),
+    _family(
+        "linear_attention_state",
+        C.MAMBA_CACHE_EXHAUSTED,
+        r"(?:not enough|no) (?:space|slots?|memory|room) (?:\w+ )*?for mamba"
+        r"|mamba\w* (?:cache|pool|state)\w* (?:is )?(?:too small|full|exhausted)"
+        r"|(?:can ?not|cannot|failed to|unable to) alloc\w* (?:\w+ )?mamba"
+        r"|increase --(?:mamba-full-memory-ratio|max-mamba-cache-size)",
+        specific=True,
+    ),
+    # Every allocator's words for "no memory": PyTorch, CUDA and its libraries, HIP, XPU,
+    # NPU, XLA, the C++ runtime, torch_memory_saver.
+    _family(
+        "allocation_failed",
+        C.RUNTIME_OOM,
+        r"out of (?:device |host |gpu )?memory|\bOOM\b|_ALLOC_FAILED|(?:memory )?allocation failed"
+        r"|failed to allocate|can(?:no|')t allocate|failed to (?:cuda )?[cm]alloc"
+        r"|insufficient (?:\w+ )?memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY"
+        r"|hipErrorOutOfMemory|OUT_OF_DEVICE_MEMORY|RESOURCE_EXHAUSTED|std::bad_alloc"
+        r"|memory exhausted|cuMemCreate failed|cudaMalloc failed",
+        out_of_memory=True,
+    ),
+    _family(
+        "token_slots",
+        C.KV_POOL_EXHAUSTED,
+        r"no space left for|token_to_kv_pool\w*\.available_size\(\)|kv cache pool is full"
+        r"|no free (?:kv |token )?slots?",
+        specific=True,
+    ),
+    _family(
+        "port_taken",
+        C.PORT_IN_USE,
+        r"address already in use|port \S+ is (?:already )?(?:in use|occupied|taken|not available)",
+        specific=True,
+    ),
+    _family(
+        "missing_package",
+        C.DEPENDENCY_ERROR,
+        r"no module named|pip install|is not installed|please install|cannot import name"
+        r"|undefined symbol|version mismatch|requires? [\w.-]+ ?(?:>=|==|<=|>|<) ?v?\d+\.\d+"
+        r"|GLIBC\w*_[\d.]+' not found|(?:compiled|built) against (?:a )?(?:different|incompatible)"
+        r"|ABI (?:mismatch|incompat)|(?:package|library|module) [`'\"]?[\w.-]+[`'\"]? is required"
+        r"|not found in your environment|requires? (?:a )?newer version of"
+        r"|module '[\w.]+' has no attribute|compiled with (?:different|an incompatible)"
+        r"|operator [\w:]+ does not exist",
+        specific=True,
+    ),
+    # Kernels: a JIT or ahead-of-time build, a GPU architecture without kernels, a launch.
+    _family(
+        "compilation",
+        C.KERNEL_ERROR,
+        r"compil(?:e|ation|ing)\b.*(?:fail|error)|fail\w* to (?:compile|build|jit)|ptxas"
+        r"|nvcc|\bninja\b|\bJIT\b|no kernel image|MLIR|cutlass|triton|error building extension"
+        r"|collect2|ld returned|cannot find -l|NVRTC|unsupported gpu architecture"
+        r"|sm_\d+a? is not supported|InductorError|tilelang"
+        r"|too many resources requested for launch|fatal error: [\w/.]+\.(?:h|hpp|cuh): No such",
+    ),
+    _family(
+        "peers_and_transport",
+        C.DISTRIBUTED_INIT,
+        r"nccl|gloo|c10d|rendezvous|process group|bootstrap|mooncake|nixl|rdma|ibverbs|nvshmem"
+        r"|hccl|rccl|oneccl|transfer (?:engine|task)|failed to complete transfers|all_?reduce"
+        r"|\bbarrier\b|dist(?:ributed)? init|kv ?transfer|(?:prefill|decode) (?:instance|server)"
+        r" failed|handshake",
+    ),
+    _family(
+        "device_fault",
+        C.CUDA_ERROR,
+        r"cuda (?:error|failure)|cudaError|hip error|hipError|device-side|illegal (?:memory|"
+        r"instruction)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
+        r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|\bE[EZ]9999\b|NPU error",
+    ),
+    _family(
+        "model_unsupported",
+        C.UNSUPPORTED_MODEL,
+        r"(?:architecture|model(?: type)?)s? \S+ (?:is |are )?not (?:yet )?supported"
+        r"|unsupported (?:model|architecture)|does not recognize this architecture"
+        r"|no (?:model|implementation) (?:class )?(?:found |registered )?for"
+        r" (?:architecture|model)",
+    ),
+    _family(
+        "model_files",
+        C.MODEL_LOAD_ERROR,
+        r"(?:config|checkpoint|weights?|tokenizer|safetensors|model)\S* (?:file )?(?:is )?"
+        r"(?:not found|missing|does not exist)|no such file or directory: \S*(?:\.json|\.bin"
+        r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
+        r"|HeaderTooLarge|trust_remote_code|incomplete (?:download|checkpoint)",
+    ),
+    # A kernel that exists only for other GPUs.
+    _family(
+        "gpu_capability",
+        C.KERNEL_ERROR,
+        r"(?:compute capability|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|Turing|Volta|\bgfx\d+)"
+        r".*(?:not supported|only supports?|requires?|unsupported|or newer)"
+        r"|(?:not supported|only supports?|requires?|unsupported) .*(?:compute capability"
+        r"|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|\bgfx\d+)",
+    ),
+    _family(
+        "model_download",
+        C.MODEL_LOAD_ERROR,
+        r"huggingface\.co|snapshot_download|HF_HUB_OFFLINE|\b40[13] Client Error|gated repo"
+        r"|repository not found|does not exist or is not currently imported",
+    ),
+    _family(
+        "api_mismatch",
+        C.DEPENDENCY_ERROR,
+        r"got an unexpected keyword argument|takes \d+ positional arguments? but \d+ (?:were|was)"
+        r" given|missing \d+ required positional argument",
+    ),
+    # A setting (a flag, an SGLANG_ variable) rejected in so many words: what it must be, what
+    # it requires, what it cannot be combined with. After the topic families: the advice under
+    # a failed graph capture ("set --cuda-graph-max-bs to a smaller value") is no rejection.
+    _family(
+        "setting_rejected",
+        C.INVALID_ARGUMENT,
+        r"(?:--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+)\b.*\b(?:must|requires?|required|not supported"
+        r"|only (?:supported|available|supports?)|cannot|can't|should|invalid|expects?|needs?"
+        r"|is incompatible|conflict\w*|not (?:allowed|compatible)|mismatch)"
+        r"|\b(?:requires?|set|pass|use|add|remove|specify|enable|disable|increase|raise|lower)"
+        r" (?:the )?(?:--[a-z][\w-]+|SGLANG_[A-Z0-9_]+)",
+        exceptions_only=True,
+    ),
+    _family(
+        "rejected_combination",
+        C.INVALID_ARGUMENT,
+        r"(?:is|are) not supported (?:with|when|for|on|in)|cannot be (?:used|enabled|combined)"
+        r" (?:with|together|when)|only supports?|is incompatible with|mutually exclusive"
+        r"|--[\w-]+ (?:must|should|requires?|is required|cannot|only)|please (?:set|use|specify"
+        r"|disable|enable) --|invalid value for|is only (?:supported|available)",
+    ),
+    _family(
+        "timed_out",
+        C.HANG_TIMEOUT,
+        r"timed? ?out|timeout|deadlock|stuck|no response|not responding",
+    ),
+)
+
+_ERROR_RECORD = re.compile(
+    r"^(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL)\s*[:\]|-]"
+    r"|^what\(\):|Fatal Python error|Traceback \(most recent call last\)"
+    r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received"
+    r"|^(?:Error|error|Fatal|fatal)(?:\[[\w-]+\])?: |^panic: |panicked at "
+    r"|\"level\": ?\"(?:error|fatal|critical)\"|\blevel=(?:error|fatal)\b"
+    r"|^(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
+)
+# Lines that say something failed, in the plain words of a log record.
+_FAILURE_WORDS = re.compile(r"\b(?:failed|failure|could not|unable to|error)\b", re.IGNORECASE)
+# ...but not these: warnings, advice, fallbacks, one request's fate, progress bars.
+_NOT_A_FAILURE = re.compile(
+    r"\b(?:warn(?:ing)?|deprecat\w*|retrying|fall(?:ing)? ?back|skipp\w*|no errors?|errors?=0"
+    r"|abort(?:ed)? request|request is disconnected|to avoid|beware|please note|consider"
+    r"|you (?:may|might|can|need to))\b|%\|",
+    re.IGNORECASE,
+)
+TEARDOWN = re.compile(
+    r"Received sigquit from a child|scheduler is dead|exit code:? -?\d+|Scheduler hit an exception"
+    r"|hit an exception|kill_process_tree called|Child process unexpectedly failed"
+)
+
+
+def family_of(text: str, in_exception: bool = True) -> Family | None:
+    for family in FAMILIES:
+        if (in_exception or not family.exceptions_only) and family.pattern.search(text):
+            return family
+    return None
+
+
+def reports_error(message: str) -> bool:
+    """The line is an error by its form: an exception, an error record, a fatal banner,
+    SGLang's teardown. A log with one of these failed, whatever else it says."""
+    return bool(
+        EXCEPTION_LINE.match(message) or _ERROR_RECORD.search(message) or TEARDOWN.search(message)
+    )
+
+
+def says_failed(message: str) -> bool:
+    """The line is an error by its form, or says in plain words that something failed."""
+    if reports_error(message):
+        return True
+    return _FAILURE_WORDS.search(message) is not None and not _NOT_A_FAILURE.search(message)

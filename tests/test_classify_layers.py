@@ -1,0 +1,280 @@
+"""The classifier's layers below the signatures, one family per test, on logs no signature
+knows: the class must come from the exception's origin, the wording, the numbers or the way
+the process ended, and every failure gets a class (``none`` only for a clean log)."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.diagnosis.classify import Confidence, Outcome, classify
+from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.reader import read_log
+
+
+def run(text: str, outcome: Outcome | None = None):
+    return classify(*read_log(text), outcome)
+
+
+def raised_in(path: str, func: str, exception: str, source: str = "raise_it()") -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py", line 14, in '
+        "<module>\n"
+        "    main()\n"
+        f'  File "{path}", line 321, in {func}\n'
+        f"    {source}\n"
+        f"{exception}\n"
+    )
+
+
+SITE = "/usr/local/lib/python3.12/dist-packages"
+
+
+@pytest.mark.parametrize(
+    ("path", "func", "exception", "want"),
+    [
+        # 0.5.23 moved its argument checks out of server_args.py into arg_groups/
+        (
+            f"{SITE}/sglang/srt/arg_groups/speculative.py",
+            "_check_draft",
+            "ValueError: draft model and target model must share a vocabulary size",
+            C.INVALID_ARGUMENT,
+        ),
+        (
+            f"{SITE}/sglang/srt/server_args.py",
+            "_handle_pd_disaggregation",
+            "AssertionError: the decode server must not set a prefill-only option",
+            C.INVALID_ARGUMENT,
+        ),
+        (
+            f"{SITE}/transformers/configuration_utils.py",
+            "_get_config_dict",
+            "OSError: stale.json is not a valid JSON file",
+            C.MODEL_LOAD_ERROR,
+        ),
+        (
+            f"{SITE}/triton/compiler/compiler.py",
+            "compile",
+            "RuntimeError: PassManager::run failed",
+            C.KERNEL_ERROR,
+        ),
+        (
+            f"{SITE}/torch/distributed/rendezvous.py",
+            "_create_c10d_store",
+            "RuntimeError: the store at 10.0.0.2 never answered",
+            C.DISTRIBUTED_INIT,
+        ),
+    ],
+)
+def test_the_code_that_raised_names_the_class(path, func, exception, want):
+    result = run(raised_in(path, func, exception))
+    assert result.failure_class is want
+    assert result.root_cause_line == exception
+    assert result.layer == "exception"
+    assert result.confidence is Confidence.MEDIUM
+
+
+def test_a_validation_outside_argument_checks_is_not_an_argument_error():
+    """An AttributeError in server_args.py is a bug in SGLang, not a rejected flag."""
+    text = raised_in(
+        f"{SITE}/sglang/srt/server_args.py",
+        "__post_init__",
+        "AttributeError: 'NoneType' object has no attribute 'lower'",
+    )
+    assert run(text).failure_class is C.OTHER
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        # pool sizing in the words of other allocators and pools
+        ("ValueError: Not enough host memory available to hold 64.0 GB of cache", C.POOL_INIT_OOM),
+        (
+            "AssertionError: cannot allocate mamba state for 8 requests, raise the ratio",
+            C.MAMBA_CACHE_EXHAUSTED,
+        ),
+        ("RuntimeError: No space left for the next request in the token pool", C.KV_POOL_EXHAUSTED),
+        ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5757')", C.PORT_IN_USE),
+        ("RuntimeError: flash_mla is not installed; pip install flash-mla", C.DEPENDENCY_ERROR),
+    ],
+)
+def test_a_one_line_paste_is_classified_by_its_wording(line, want):
+    result = run(line + "\n")
+    assert result.failure_class is want
+    assert result.root_cause_line == line
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        (
+            "E0412 08:00:01.000000 4242 transfer_engine.cpp:88] RDMA handshake with peer 3 failed",
+            C.DISTRIBUTED_INIT,
+        ),
+        (
+            "[2026-02-01 10:00:00] Decode instance failed to register to bootstrap server: refused",
+            C.DISTRIBUTED_INIT,
+        ),
+        (
+            "[2026-02-01 10:00:00 TP0] Failed to compile the fused kernel for sm_120: ptxas error",
+            C.KERNEL_ERROR,
+        ),
+        (
+            "[rank0]:[W101 10:00:00.000 CUDACachingAllocator.cpp:1] memory allocation failed "
+            "with OOM on device 0 while trying to allocate 4096 bytes",
+            C.RUNTIME_OOM,
+        ),
+    ],
+)
+def test_error_records_of_the_layers_below_are_classified_by_their_wording(line, want):
+    result = run(line + "\n")
+    assert result.failure_class is want
+    assert result.root_cause_line == line
+    assert result.confidence is Confidence.LOW
+
+
+def test_an_unknown_error_record_is_other_never_none():
+    line = "[2026-02-01 10:00:00 TP0] ERROR: the frobnicator gave up on rank 0"
+    result = run("[2026-02-01 09:59:00] Load weight begin. avail mem=70.00 GB\n" + line + "\n")
+    assert result.failure_class is C.OTHER
+    assert result.root_cause_line == line
+
+
+def test_a_tail_of_sglang_teardown_is_other_and_says_the_cause_is_cut_off():
+    text = (
+        "[2026-02-01 10:00:00 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
+        "[2026-02-01 10:00:00] Received sigquit from a child process. It usually means the child "
+        "failed.\n"
+    )
+    result = run(text)
+    assert result.failure_class is C.OTHER
+    assert result.root_cause_line.startswith("[2026-02-01 10:00:00 TP1] Scheduler hit an exception")
+    assert "cut off" in result.diagnosis
+
+
+def test_a_traceback_cut_before_its_exception_is_read_from_its_frames():
+    text = (
+        f'  File "{SITE}/sglang/srt/disaggregation/mooncake/conn.py", line 50, in __init__\n'
+        "    self._listen()\n"
+        f'  File "{SITE}/sglang/srt/disaggregation/common/conn.py", line 96, in _listen\n'
+        "    self.socket.bind(self.endpoint)\n"
+        f'  File "{SITE}/zmq/sugar/socket.py", line 320, in bind\n'
+        "    super().bind(addr)\n"
+    )
+    result = run(text)
+    assert result.failure_class is C.PORT_IN_USE
+    assert result.root_cause_line == "self.socket.bind(self.endpoint)"
+    assert "cut off" in result.diagnosis
+
+
+def test_a_hard_wrapped_frame_still_places_an_oom():
+    text = (
+        f'File "{SITE}/sglang/srt/mem_cache/memory_pool.py",\n'
+        "line 120, in _create_buffers\n"
+        "torch.OutOfMemoryError: CUDA out of memory.\n"
+        "Tried to allocate 9.00 GiB.\n"
+    )
+    result = run(text)
+    assert result.failure_class is C.POOL_INIT_OOM
+    assert result.root_cause_line == "torch.OutOfMemoryError: CUDA out of memory."
+
+
+def test_an_error_logged_before_it_is_raised_is_rooted_where_it_was_said_first():
+    said = "[2026-02-01 10:00:00 TP0] Radix cache check failed: leaf 12 is missing from the LRU"
+    text = (
+        said
+        + "\n"
+        + raised_in(
+            f"{SITE}/sglang/srt/mem_cache/radix_cache.py",
+            "sanity_check",
+            "AssertionError: leaf 12 is missing from the LRU",
+        )
+    )
+    assert run(text).root_cause_line == said
+
+
+def test_a_pool_full_with_requests_waiting_shows_in_the_numbers():
+    batch = (
+        "[2026-02-01 10:00:0{n} TP0] Decode batch, #running-req: 9, #token: 81920, token usage: "
+        "{usage}, cuda graph: True, gen throughput (token/s): 300.00, #queue-req: {queued}"
+    )
+    healthy = batch.format(n=0, usage="0.60", queued=0) + "\n"
+    assert run(healthy).failure_class is C.NONE
+    full = batch.format(n=1, usage="1.00", queued=12)
+    result = run(healthy + full + "\n")
+    assert result.failure_class is C.KV_POOL_EXHAUSTED
+    assert result.root_cause_line == full
+
+
+def test_a_graph_capture_started_without_memory_is_a_graph_oom():
+    starved = "Capturing batches (bs=256 avail_mem=0.08 GB):   0%|          | 0/35 [00:00<?, ?it/s]"
+    text = (
+        starved
+        + "\n"
+        + raised_in(f"{SITE}/torch/fx/graph_module.py", "__call__", "RuntimeError: the graph broke")
+    )
+    result = run(text)
+    assert result.failure_class is C.CUDA_GRAPH_OOM
+    assert result.root_cause_line == starved
+    roomy = starved.replace("0.08", "12.50")
+    assert run(roomy + "\n" + text.split("\n", 1)[1]).failure_class is not C.CUDA_GRAPH_OOM
+
+
+def test_a_launcher_killed_from_outside_has_no_root_cause_line():
+    text = (
+        "[2026-02-01 10:00:00] The server is fired up and ready to roll!\n"
+        '[2026-02-01 10:05:00] INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 200 OK\n'
+    )
+    result = run(text, Outcome(exit_code=-9))
+    assert result.failure_class is C.KILLED_BY_SIGNAL
+    assert result.root_cause_line is None
+    assert "no error" in result.diagnosis and "signal 9" in result.diagnosis
+
+
+def test_a_clean_log_with_informational_failures_is_none():
+    text = (
+        "[2026-02-01 10:00:00] Cannot detect CUDA architecture.\n"
+        "[2026-02-01 10:00:01] [http_server] Error: Request is disconnected from the client side "
+        "(type 1). Abort request obj.rid='ab'\n"
+        "[2026-02-01 10:00:02] The server is fired up and ready to roll!\n"
+    )
+    assert run(text).failure_class is C.NONE
+
+
+def test_a_collector_separator_line_after_each_record_is_ignored():
+    record = f'  File "{SITE}/sglang/srt/server_args.py", line 9, in __post_init__\n'
+    noise = "2026-02-01 10:00:00  sglang-worker-0-abcde\n"
+    text = "Traceback (most recent call last):\n" + noise + record + noise + "    check()\n" + noise
+    text += "ValueError: tp_size must be a power of two here\n" + noise
+    result = run(text)
+    assert result.failure_class is C.INVALID_ARGUMENT
+    assert result.root_cause_line == "ValueError: tp_size must be a power of two here"
+
+
+def test_json_says_which_layer_decided_how_sure_and_the_runner_up():
+    text = (
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, unhandled "
+        "cuda error, NCCL version 2.21.5\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+        "Failed to CUDA calloc 16777216 bytes\n"
+    )
+    payload = run(text).to_json()
+    assert payload["failure_class"] == "distributed_init"
+    assert payload["layer"] == "signature"
+    assert payload["confidence"] == "high"
+    assert payload["runner_up"] == "runtime_oom"
+    weak = run("RuntimeError: the widget broke while serving\n").to_json()
+    assert (weak["failure_class"], weak["confidence"], weak["runner_up"]) == ("other", "low", None)
+
+
+def test_an_oom_that_the_log_does_not_place_is_not_high_confidence():
+    """A bare PyTorch OOM line could be weights, pool, graph or runtime: the class is a
+    guess, and an automatic remedy must not act on it."""
+    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB."
+    assert run(line + "\n").confidence is Confidence.MEDIUM
+    placed = run(
+        "[2026-02-01 10:00:00] The server is fired up and ready to roll!\n"
+        "[2026-02-01 10:00:05 TP0] Decode batch, #running-req: 1, #token: 10, token usage: 0.01, "
+        "cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0\n" + line + "\n"
+    )
+    assert (placed.failure_class, placed.confidence) == (C.RUNTIME_OOM, Confidence.HIGH)
