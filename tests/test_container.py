@@ -278,6 +278,7 @@ def test_probes_through_a_launch_a_crash_a_backoff_and_a_stop(tmp_path, launcher
         serving = status_of(address)
         assert (serving["state"], serving["attempt"], serving["profile"]) == ("ready", 1, "default")
         assert serving["last_failure"] is None and serving["alive"] is True
+        wait_for(lambda: watcher.ready[-1:] == [200], "the watcher seeing it")
 
         (launcher,) = launchers.alive()
         psutil.Process(launcher.pid).kill()

@@ -93,6 +93,7 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
                 f"attempt {number} serving",
             )
             assert httpx.get(f"http://{address}/healthz", timeout=5).status_code == 200
+            wait(lambda: watcher.ready[-1:] == [200], 10, "the watcher seeing it")
             launcher = namespace.host_process(attempts(config)[-1].processes[0]["pid"])
             members = [launcher, *launcher.children(recursive=True)]
             if victim == "launcher":
