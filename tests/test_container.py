@@ -115,11 +115,23 @@ class Namespace:
             return []
 
     def zombies(self) -> list[psutil.Process]:
+        """Zombies handed to PID 1 (the daemon): the ones nobody but it can reap. A zombie
+        child of a live SGLang process is that process's to wait for."""
         out = []
         for proc in self.processes():
             with contextlib.suppress(psutil.NoSuchProcess):
-                if proc.status() == psutil.STATUS_ZOMBIE:
+                if proc.status() == psutil.STATUS_ZOMBIE and proc.ppid() == self.init.pid:
                     out.append(proc)
+        return out
+
+    def describe_zombies(self) -> list[str]:
+        """Every zombie of the namespace, whoever's, for a failure message."""
+        out = []
+        for proc in self.processes():
+            with contextlib.suppress(psutil.Error):
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    parent = psutil.Process(proc.ppid())
+                    out.append(f"{proc.pid} {proc.name()} (parent {parent.pid} {parent.name()})")
         return out
 
     def host_process(self, pid_inside: int) -> psutil.Process:
@@ -208,7 +220,10 @@ def test_as_pid_1_every_orphan_is_reaped_a_crash_is_seen_at_once_and_sigterm_end
         # (LOST_MEMBER_GRACE_S: SGLang's own crash path gets that long to act first).
         allowed = 1.0 if victim == "launcher" else LOST_MEMBER_GRACE_S + 1.0
         assert ended.ended_at - killed_at < allowed, fail(f"{victim} kill seen late")
-        wait_for(lambda: not namespace.zombies(), "no zombies", timeout_s=5)
+        try:
+            wait_for(lambda: not namespace.zombies(), "no zombies", timeout_s=5)
+        except AssertionError as error:
+            raise AssertionError(f"{error}: {namespace.describe_zombies()}") from None
     assert reaped_from_the_attempt(address) >= len(CHILDREN), fail("orphans were not reaped")
     serving(3)
 

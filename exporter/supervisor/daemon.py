@@ -148,6 +148,10 @@ class Daemon:
         self._stop_requested = True
         self._exits.wake()
 
+    def wake_on(self, fd: int) -> None:
+        """Wake the loop whenever ``fd`` turns readable (signals.py: the signal wakeup pipe)."""
+        self._exits.wake_on(fd)
+
     def request_reload(self) -> None:
         self._reload_requested = True
         self._exits.wake()

@@ -9,7 +9,8 @@ every signal the daemon answers has a handler of its own:
 - SIGHUP: re-read the config.
 - SIGCHLD: reap zombie children (the daemon is a child subreaper, or PID 1).
 
-Handlers run in the main thread, which is the one the kernel interrupts.
+Python runs handlers in the main thread, but the kernel may hand a signal to any thread;
+the loop then learns of it through Python's wakeup pipe, which it polls with its exits.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ def install(daemon: Daemon) -> None:
     signal.signal(signal.SIGQUIT, lambda *_: daemon.request_stop(now=True))
     signal.signal(signal.SIGHUP, lambda *_: daemon.request_reload())
     signal.signal(signal.SIGCHLD, lambda *_: _reap(daemon))
+    # Never closed: a late signal must not write into a descriptor reused for another file.
+    readable, writable = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(writable, warn_on_full_buffer=False)
+    daemon.wake_on(readable)
     _reap(daemon)  # whatever died before the handler was there
 
 

@@ -123,8 +123,14 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
                 assert exited_at - killed_at <= LOST_MEMBER_GRACE_S + grace / 2, fail("slow stop")
             assert not ready(address)
             assert httpx.get(f"http://{address}/healthz", timeout=5).status_code == 200
-            wait(lambda: not namespace.zombies(), 5, "no zombies")
-            measure(f"zombies after the {victim} kill: {len(namespace.zombies())}")
+            try:
+                wait(lambda: not namespace.zombies(), 5, "no zombies")
+            except AssertionError as error:
+                raise AssertionError(fail(f"{error}: {namespace.describe_zombies()}")) from None
+            measure(
+                f"zombies after the {victim} kill: {len(namespace.zombies())} handed to PID 1, "
+                f"{len(namespace.describe_zombies())} in the namespace"
+            )
             assert status_of(address)["last_failure"]["class"] == "killed_by_signal"
         wait(lambda: ready(address) and status_of(address)["attempt"] == 3, LAUNCH_S, "relaunch")
 
