@@ -490,3 +490,18 @@ def test_status_is_json_with_every_documented_key(tmp_path, launchers, daemons):
         "loop_age_s",
     }
     assert daemon.terminate() == 0
+
+
+def test_sigint_stops_sglang_as_sigterm_does(tmp_path, launchers, daemons):
+    """Breaks: Ctrl-C (SIGINT) to `run` while its server and children run. Must survive:
+    SGLang is stopped, status 0, nothing left."""
+    path = write_config(tmp_path, {"sleep": 300.0, "child": CHILDREN}, registry=launchers.path)
+    config = load_config(path)
+    daemon = daemons.start(path)
+    wait_for(lambda: len(launchers.members()) == 1 + len(CHILDREN), "the launch and children")
+    wait_for(lambda: status_of(config.metrics.address) is not None, "/status")
+    daemon.popen.send_signal(signal.SIGINT)
+    assert daemon.popen.wait(timeout=TIMEOUT_S) == 0, daemon.stderr()[-3000:]
+    (record,) = attempts(config)
+    assert record.stopped_by == "daemon"
+    assert not launchers.members()
