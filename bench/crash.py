@@ -14,19 +14,31 @@ itself is not counted; the GPU-release wait is measured and reported (no NVML he
 returns at once). The daemon is not modified: a few of its methods are wrapped in this
 process to time the steps of each end (detection by the loop, stopping what is left,
 stopping the tailer, the GPU wait, classification, the decision, the history write).
+
+As the attempt ages (``figure_ages``): each attempt first prints a served log of 1k to 10M
+lines and waits until the daemon has read it, then crashes the same way; each age runs in a
+process of its own, with this checkout's code and with the previous one (bench/previous.py),
+and reports the latency and the process's peak RSS.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import resource
+import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.common import REPO, emit, free_port, note, percentile, write_daemon_config
+from bench.ingest import repeat_log, startup_lines
+from bench.loggen import write_log
+from bench.previous import export_previous, run_module
 from exporter.config import load_config
 from exporter.logs.tailer import LogTailer
 from exporter.supervisor import daemon as daemon_module
@@ -39,7 +51,7 @@ RUNS = 30
 TARGET_MS = 100.0
 
 
-def write_config(tmp: Path, runs: int) -> Path:
+def write_config(tmp: Path, runs: int, age_log: Path | None = None) -> Path:
     profiles = []
     for i in range(runs):
         profiles += [
@@ -54,6 +66,14 @@ def write_config(tmp: Path, runs: int) -> Path:
         env=[
             f"BENCH_CRASH_LOG = {json.dumps(str(INCIDENT_LOG))}",
             f"BENCH_EXIT_TIMES = {json.dumps(str(tmp / 'exits.txt'))}",
+            *(
+                [
+                    f"BENCH_AGE_LOG = {json.dumps(str(age_log))}",
+                    f"BENCH_CAUGHT_UP = {json.dumps(str(tmp / 'caught-up'))}",
+                ]
+                if age_log
+                else []
+            ),
         ],
         sections=[
             *profiles,
@@ -63,7 +83,8 @@ def write_config(tmp: Path, runs: int) -> Path:
             f"max_attempts = {runs + 20}",
             "window_s = 3600.0",
             "stop_grace_s = 5.0",
-            "startup_timeout_s = 60.0",
+            # An old attempt prints its past first and waits until the daemon has read it.
+            f"startup_timeout_s = {3600.0 if age_log else 60.0}",
             "[metrics]",
             f'listen = "127.0.0.1:{free_port()}"',
         ],
@@ -97,11 +118,22 @@ class Timeline:
         self._undo.clear()
 
 
-def run(runs: int, timeout_s: float = 600.0) -> tuple[list[float], dict[str, list[float]], int]:
-    """Latencies (s) per crash, step durations (s) per step, and the number of crashes."""
+def _signal_caught_up(daemon: Daemon, lines: int, marker: Path, stop: threading.Event) -> None:
+    """Tell each launcher, once the daemon has read the past it printed, to crash."""
+    while not stop.wait(0.005):
+        attempt = daemon.attempt
+        if attempt is not None and attempt.log.reader.stats.lines >= lines:
+            Path(f"{marker}.{attempt.processes.leader.pid}").touch()
+
+
+def run(
+    runs: int, timeout_s: float = 600.0, age_log: Path | None = None, age_lines: int = 0
+) -> tuple[list[float], dict[str, list[float]], int]:
+    """Latencies (s) per crash, step durations (s) per step, and the number of crashes.
+    ``age_log``: each attempt prints it (``age_lines`` lines) before it crashes."""
     with tempfile.TemporaryDirectory(prefix="sentinel-bench-crash-") as tmp_name:
         tmp = Path(tmp_name)
-        config = load_config(write_config(tmp, runs))
+        config = load_config(write_config(tmp, runs, age_log))
         timeline = Timeline()
         daemon = Daemon(config)
         # Instance and class wrappers only in this process; the daemon's code is untouched.
@@ -109,20 +141,29 @@ def run(runs: int, timeout_s: float = 600.0) -> tuple[list[float], dict[str, lis
         timeline.wrap(AttemptProcesses, "stop", "processes.stop")
         timeline.wrap(LogTailer, "stop", "tailer.stop")
         timeline.wrap(daemon, "_wait_gpus_released", "gpu_release_wait")
-        timeline.wrap(daemon_module, "_classify_file", "classify")
+        # The excerpt kept while following (``_classify``), or, before it, the file re-read.
+        classify_step = "_classify" if hasattr(daemon_module, "_classify") else "_classify_file"
+        timeline.wrap(daemon_module, classify_step, "classify")
         timeline.wrap(daemon, "_decide", "decide")
         timeline.wrap(daemon, "_record", "history_write", keep=lambda a: a[0].get("type"))
         timeline.wrap(daemon, "_apply", "decision_applied")
         thread = threading.Thread(target=daemon.run, name="bench-daemon", daemon=True)
         logging.disable(logging.WARNING)  # one diagnosis per crash on stderr: not wanted here
+        stop = threading.Event()
+        watcher = threading.Thread(
+            target=_signal_caught_up, args=(daemon, age_lines, tmp / "caught-up", stop), daemon=True
+        )
         try:
             thread.start()
+            if age_log:
+                watcher.start()
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and daemon.state is not ServerState.GAVE_UP:
                 time.sleep(0.1)
             daemon.request_stop()
             thread.join(60)
         finally:
+            stop.set()
             timeline.restore()
             logging.disable(logging.NOTSET)
         exits = [float(line.split()[1]) for line in (tmp / "exits.txt").read_text().splitlines()]
@@ -163,6 +204,11 @@ def run(runs: int, timeout_s: float = 600.0) -> tuple[list[float], dict[str, lis
 
 
 def main(quick: bool = False) -> None:
+    figure_crash(quick)
+    figure_ages(quick)
+
+
+def figure_crash(quick: bool) -> None:
     runs = 8 if quick else RUNS
     latencies, steps, crashes = run(runs)
     ms = [s * 1000 for s in latencies]
@@ -188,3 +234,106 @@ def main(quick: bool = False) -> None:
         "none (context: the part after the loop noticed the exit)",
         True,
     )
+
+
+# Attempt ages (lines the server logged before it crashed) and crashes timed at each.
+AGES = ((1_000, 10), (100_000, 6), (1_000_000, 3), (10_000_000, 2))
+QUICK_AGES = ((1_000, 4), (100_000, 3))
+AGE_TARGET_RSS_MB = 64.0
+
+
+def age_logs(workdir: Path, ages: Sequence[int]) -> dict[int, tuple[Path, int]]:
+    """A served log per age: the generated 0.5.9 log (bench/loggen.py), its serving part
+    repeated for the long ones. {age: (path, exact lines)}."""
+    base_lines = 100_000
+    base = workdir / "served-100k.log"
+    write_log(base, base_lines)
+    startup = startup_lines(base)
+    logs = {}
+    for age in ages:
+        path = workdir / f"served-{age}.log"
+        if age <= base_lines:
+            with open(base, "rb") as src, open(path, "wb") as out:
+                out.writelines(line for _, line in zip(range(age), src, strict=False))
+            logs[age] = (path, age)
+        else:
+            times = age // base_lines
+            repeat_log(base, path, times, startup)
+            logs[age] = (path, base_lines * times - (times - 1) * startup)
+    return logs
+
+
+def figure_ages(quick: bool) -> None:
+    """Crash to decision, and the daemon's peak RSS, as the attempt ages: ours and the
+    previous code (which re-read the log at the end), each in a process of its own."""
+    ages = QUICK_AGES if quick else AGES
+    with tempfile.TemporaryDirectory(prefix="sentinel-bench-ages-") as tmp_name:
+        tmp = Path(tmp_name)
+        note("writing the served logs ...")
+        logs = age_logs(tmp, [age for age, _ in ages])
+        previous = export_previous(tmp / "previous")
+        for age, runs in ages:
+            path, lines = logs[age]
+            for label, code in (("ours", None), ("previous", previous)):
+                if label == "previous" and code is None:
+                    continue
+                args = ["--age-log", str(path), "--age-lines", str(lines), "--runs", str(runs)]
+                got = run_module("bench.crash", args, code, timeout=3600)
+                note(
+                    f"  {lines:,} lines, {label}: crash to decision p50 {got['p50_ms']:.1f} ms, "
+                    f"p99 {got['p99_ms']:.1f} ms, classify p99 {got['classify_p99_ms']:.1f} ms, "
+                    f"peak RSS {got['peak_rss_mb']:.0f} MB ({got['decisions']} crashes)"
+                )
+                if label == "ours":
+                    ours = got
+                    continue
+                emit(
+                    f"crash_to_decision_p99_at_{age // 1000}k_lines",
+                    ours["p99_ms"],
+                    "ms",
+                    f"< {TARGET_MS:g} ms",
+                    ours["p99_ms"] < TARGET_MS,
+                    peer="previous code (re-read the log)",
+                    peer_value=got["p99_ms"],
+                    ratio=ours["p99_ms"] / got["p99_ms"],
+                )
+                emit(
+                    f"daemon_peak_rss_at_{age // 1000}k_lines",
+                    ours["peak_rss_mb"],
+                    "MB",
+                    f"< {AGE_TARGET_RSS_MB:g} MB",
+                    ours["peak_rss_mb"] < AGE_TARGET_RSS_MB,
+                    peer="previous code (re-read the log)",
+                    peer_value=got["peak_rss_mb"],
+                    ratio=ours["peak_rss_mb"] / got["peak_rss_mb"],
+                )
+            path.unlink()
+
+
+def _one_age(argv: Sequence[str]) -> None:
+    """One daemon, one age: a JSON line on stdout (run by figure_ages in a subprocess)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--age-log", type=Path, required=True)
+    parser.add_argument("--age-lines", type=int, required=True)
+    parser.add_argument("--runs", type=int, required=True)
+    args = parser.parse_args(argv)
+    latencies, steps, _ = run(
+        args.runs, timeout_s=3000, age_log=args.age_log, age_lines=args.age_lines
+    )
+    ms = [s * 1000 for s in latencies]
+    classify_ms = [s * 1000 for s in steps.get("classify", [])]
+    print(
+        json.dumps(
+            {
+                "decisions": len(ms),
+                "p50_ms": percentile(ms, 50),
+                "p99_ms": percentile(ms, 99),
+                "classify_p99_ms": percentile(classify_ms, 99) if classify_ms else 0.0,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    _one_age(sys.argv[1:])

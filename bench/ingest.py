@@ -358,12 +358,12 @@ def main(quick: bool = False) -> None:
         # Scaling from a 100k-line base: 100k, 1M, 10M lines.
         base_lines = 10_000 if quick else 100_000
         base, _ = make_logs(workdir, base_lines)
-        startup = _startup_lines(base)
+        startup = startup_lines(base)
         sizes = [(1, 5), (10, 3), (100, 1)]
         figure_scaling(workdir, base, base_lines, startup, sizes)
 
 
-def _startup_lines(path: Path) -> int:
+def startup_lines(path: Path) -> int:
     """How many lines the startup block takes (up to and with "ready to roll")."""
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):

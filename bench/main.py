@@ -1,6 +1,6 @@
 """Run the benchmarks: one JSON object per figure per line on stdout, details on stderr.
 
-    python -m bench.main [--quick] [--only ingest,latency,crash,scrape,footprint]
+    python -m bench.main [--quick] [--only ingest,latency,crash,scrape,footprint,diagnosis]
 
 Benchmarks report; they never assert. See bench/README.md for what each figure means.
 """
@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-from bench import crash, footprint, ingest, latency, scrape
+from bench import crash, diagnosis, footprint, ingest, latency, scrape
 from bench.common import machine, note
 
 BENCHMARKS = {
@@ -21,6 +21,7 @@ BENCHMARKS = {
     "crash": crash.main,  # figure 3
     "scrape": scrape.main,  # figures 4 and 6 (scrape)
     "footprint": footprint.main,  # figure 5
+    "diagnosis": diagnosis.main,  # figure 7 (classify as the log grows)
 }
 
 

@@ -44,6 +44,8 @@ _SCALAR = re.compile(r"[^,\]}#\r\n]+")  # numbers, booleans, dates: skipped, not
 RETRY_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)
 GROUP_POLICIES = ("exit", "relaunch")  # policy.group: what a failed rank of a group does
 GIVE_UP_POLICIES = ("wait", "exit")  # policy.on_give_up
+# policy.preflight: change a command predicted to fail in sizing, only report it, or skip.
+PREFLIGHT_MODES = ("fix", "warn", "off")
 
 
 class ConfigError(Exception):
@@ -80,7 +82,8 @@ class Profile:
 
 @dataclass(frozen=True)
 class Policy:
-    startup_timeout_s: float = 900.0
+    startup_timeout_s: float = 3600.0  # the outer cap; a stalled startup ends at startup_stall_s
+    startup_stall_s: float = 300.0  # no startup progress (phase, shard, graph) that long: a hang
     backoff_base_s: float = 2.0
     backoff_cap_s: float = 300.0
     max_attempts: int = 5
@@ -91,6 +94,7 @@ class Policy:
     hang_timeout_s: float = 300.0
     automatic_remedies: bool = True  # when the ladder is exhausted, try the planner's change
     max_mem_fraction_static: float = 0.95
+    preflight: str = "fix"  # one of PREFLIGHT_MODES
     retry: Mapping[str, bool] = field(default_factory=lambda: _EMPTY)
     group: str = "relaunch"  # read from a config: "exit" by default when --nnodes > 1
     on_give_up: str = "wait"  # read from a config: "exit" by default with a termination log
@@ -355,6 +359,14 @@ class _Reader:
                     f"must be true or false, got {_kind(table['automatic_remedies'])}",
                 )
             values["automatic_remedies"] = table["automatic_remedies"]
+        if "preflight" in table:
+            mode = table["preflight"]
+            if mode not in PREFLIGHT_MODES:
+                self.fail(
+                    (*key, "preflight"),
+                    f"must be one of {', '.join(map(repr, PREFLIGHT_MODES))}, got {mode!r}",
+                )
+            values["preflight"] = mode
         if "retry" in table:
             retry = self.table(table["retry"], (*key, "retry"))
             for name, value in retry.items():

@@ -1,9 +1,13 @@
-"""The demo: the real SGLang on this machine's CPU, under the daemon, failing and recovering.
+"""The demo: the real SGLang on this machine's CPU, under the daemon, failing and recovering,
+then not failing at all.
 
-Its config asks for a model whose weights do not fit the static memory budget
-(--mem-fraction-static 0.005), so the first attempt dies for real with SGLang's
-"Not enough memory" pool-sizing error; the daemon classifies it as pool_init_oom, sees that
-retrying the same command is pointless, and falls back to the next profile, which serves.
+Its config asks for a model whose weights (real safetensors shards, written locally) do not
+fit the static memory budget (--mem-fraction-static 0.005). First with the pre-flight off:
+the first attempt loads its weights and dies for real with SGLang's "Not enough memory"
+pool-sizing error; the daemon classifies it as pool_init_oom, sees that retrying the same
+command is pointless, and falls back to the next profile, which serves. Then the same config
+with the pre-flight on: the planner predicts the failure before launch and the first launch
+serves with the changed fraction.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from exporter.sglang_cpu.install import SGLangRuntime
 from exporter.sglang_cpu.models import write_tiny_model
 from exporter.supervisor.daemon import Daemon
 from exporter.supervisor.states import ServerState
-from exporter.supervisor.termination import ExitCode
 
 DEMO_CONFIG = """\
 # The demo's config, written by `sglang-sentinel demo`. A valid daemon config:
@@ -33,8 +36,7 @@ version = "{version}"
 
 [sglang.args]
 model-path = "{model}"
-device = "cpu"
-load-format = "dummy"          # random weights: nothing to download
+device = "cpu"                 # the weights: safetensors shards of random values, written here
 host = "127.0.0.1"
 port = {port}
 max-total-tokens = 4096        # on a CPU SGLang sizes the KV pool from host RAM: cap it
@@ -52,7 +54,9 @@ name = "more-static-memory"
 set = {{ mem-fraction-static = 0.5 }}
 
 [policy]
+preflight = "{preflight}"           # "off": launch as configured; "fix": plan it first
 startup_timeout_s = 300.0
+startup_stall_s = 120.0
 backoff_base_s = 1.0
 backoff_cap_s = 10.0
 max_attempts = 4
@@ -75,7 +79,7 @@ def free_port() -> int:
 
 
 def write_demo_config(
-    runtime: SGLangRuntime, models: Path, workdir: Path, metrics_port: int
+    runtime: SGLangRuntime, models: Path, workdir: Path, metrics_port: int, preflight: str
 ) -> Config:
     """Write the tiny model and the demo's config into ``workdir``; return it loaded."""
     model = write_tiny_model(models / "qwen2-large", runtime, size="large")
@@ -90,6 +94,7 @@ def write_demo_config(
             port=free_port(),
             library_path=runtime.env.get("LD_LIBRARY_PATH", ""),
             metrics_port=metrics_port,
+            preflight=preflight,
         )
     )
     return load_config(path)
@@ -115,21 +120,12 @@ def run_until_settled(daemon: Daemon, timeout_s: float, poll: Callable[[], None]
     return settled
 
 
-def exit_status(daemon: Daemon, settled: ServerState) -> int:
-    """`demo --once`: 0 once it served, 3 when the daemon gave up, the daemon's own status
-    when it stopped first (0 on SIGTERM or SIGINT), 1 when the timeout came first."""
-    if settled is ServerState.READY:
-        return ExitCode.STOPPED
-    if settled is ServerState.GAVE_UP:
-        return ExitCode.GAVE_UP
-    if settled is ServerState.STOPPED:
-        return int(daemon.exit_code)
-    return ExitCode.ERROR
-
-
 def summary(daemon: Daemon, settled: ServerState, metrics_url: str) -> dict:
-    """What `demo --once --json` prints: every attempt and the pools of the one that served."""
+    """One run of `demo --once --json`: every attempt with its pre-flight, the pools of the
+    one that served, and how long from the first launch to serving."""
     snapshot = daemon.snapshot()
+    records = History(daemon.config.paths.state_dir).read().attempts
+    served = [r.ready_at for r in records if r.ready_at is not None]
     attempts = [
         {
             "attempt": record.attempt,
@@ -141,8 +137,9 @@ def summary(daemon: Daemon, settled: ServerState, metrics_url: str) -> dict:
             "exit_code": record.exit_code,
             "startup_s": record.startup_s,
             "log": record.log,
+            "preflight": record.preflight,
         }
-        for record in History(daemon.config.paths.state_dir).read().attempts
+        for record in records
     ]
     pools = {}
     if snapshot.progress is not None:
@@ -158,12 +155,30 @@ def summary(daemon: Daemon, settled: ServerState, metrics_url: str) -> dict:
                 for rank, pool in snapshot.progress.ranks.items()
             },
         }
+    first_launch = records[0].started_at if records else None
     return {
+        "preflight": daemon.config.policy.preflight,
         "outcome": settled.value,
         "gave_up_reason": daemon.gave_up_reason,
         "metrics_url": metrics_url,
+        "launches": len(records),
+        "first_launch_to_serving_s": served[0] - first_launch if served and first_launch else None,
         "attempts": attempts,
         "pools": pools,
+    }
+
+
+def comparison(runs: list[dict]) -> dict:
+    """Both runs and what the pre-flight saved: the launches and the seconds from the first
+    launch to serving that the run without it spent more."""
+    off, fix = runs[0], runs[-1]
+    saved = None
+    if off["first_launch_to_serving_s"] is not None and fix["first_launch_to_serving_s"]:
+        saved = off["first_launch_to_serving_s"] - fix["first_launch_to_serving_s"]
+    return {
+        "runs": runs,
+        "launches_saved": off["launches"] - fix["launches"],
+        "seconds_saved": saved,
     }
 
 

@@ -1,9 +1,10 @@
 """The append-only attempt history: ``<state_dir>/attempts.jsonl``.
 
-Every attempt leaves a ``start`` record, a ``ready`` record once it serves and an ``end``
-record, one JSON object per line, each fsynced before the daemon goes on. A daemon killed
-with ``kill -9`` leaves at worst a truncated last line; the next daemon reads around it and
-continues the restart count, the backoff and the crash-loop limit where the last one left.
+Every attempt leaves a ``start`` record (with what the pre-flight planned for its command,
+when it ran), a ``ready`` record once it serves and an ``end`` record, one JSON object per
+line, each fsynced before the daemon goes on. A daemon killed with ``kill -9`` leaves
+at worst a truncated last line; the next daemon reads around it and continues the restart
+count, the backoff and the crash-loop limit where the last one left.
 Records are written as given: the caller redacts secrets first.
 """
 
@@ -59,6 +60,7 @@ class AttemptRecord:
     stopped_by: str | None = None
     processes: list[dict] = field(default_factory=list)
     reason: str | None = None
+    preflight: dict | None = None  # what the pre-flight found (supervisor/preflight.py)
     # Keys this version does not know, kept so that a newer daemon's records survive.
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -110,6 +112,12 @@ def _str_list(value: object) -> list[str]:
     return value
 
 
+def _dict(value: object) -> dict:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value
+
+
 def _dict_list(value: object) -> list[dict]:
     if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
         raise TypeError("not a list of objects")
@@ -135,6 +143,7 @@ _FIELDS: dict[str, Callable[[object], object]] = {
     "diagnosis": _str,
     "decision": _str,
     "stopped_by": _str,
+    "preflight": _dict,
 }
 _LIST_FIELDS = {"command", "processes"}  # null reads as empty, not None
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from exporter import __version__, exposition
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.exposition import Family
-from exporter.supervisor.progress import AttemptProgress
+from exporter.supervisor.preflight import VERDICTS, Preflight
+from exporter.supervisor.progress import COUNTED_STEPS, AttemptProgress
 from exporter.supervisor.reaper import ORIGINS as REAPED_ORIGINS
 from exporter.supervisor.remedies import REMEDIED
 from exporter.supervisor.states import ServerState
@@ -44,6 +45,8 @@ class Snapshot:
     log_lines: Mapping[bool, int] = field(default_factory=dict)  # matched? -> count
     last_line_time: float | None = None
     last_batch_time: float | None = None
+    last_progress_time: float | None = None
+    preflight: Preflight | None = None  # of the next or current launch
     hangs: int = 0
     remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
     reaped: Mapping[str, int] = field(default_factory=dict)  # origin -> zombies reaped
@@ -104,6 +107,8 @@ def families(snap: Snapshot) -> list[Family]:
     out += [profile, level, startup]
 
     out += _pool_families(snap.progress)
+    out += _startup_families(snap.progress, snap.last_progress_time)
+    out += _planned_families(snap.preflight)
 
     lines = _counter("log_lines", "Log lines read, by whether the grammar knew them.", ["matched"])
     for matched in (True, False):
@@ -216,6 +221,44 @@ def _reaped_family(reaped: Mapping[str, int]) -> Family:
     for origin in REAPED_ORIGINS:
         family.add([origin], reaped.get(origin, 0))
     return family
+
+
+def _startup_families(progress: AttemptProgress | None, last: float | None) -> list[Family]:
+    ratio = _gauge(
+        "startup_progress_ratio",
+        "How far a startup phase is (0-1): weight shards loaded, CUDA-graph batch sizes "
+        "captured, from SGLang's progress bars.",
+        ["phase"],
+    )
+    for counter, step in COUNTED_STEPS.items():
+        value = progress.ratio(counter) if progress else None
+        if value is not None:
+            ratio.add([step.label], value)
+    moved = _gauge(
+        "startup_last_progress_timestamp_seconds",
+        "When the attempt's startup last moved (a phase, a shard, a graph batch size).",
+    )
+    if last is not None:
+        moved.add([], last)
+    return [ratio, moved]
+
+
+def _planned_families(preflight: Preflight | None) -> list[Family]:
+    tokens = _gauge(
+        "planned_kv_cache_tokens",
+        "KV cache tokens the pre-flight predicts for the next or current launch.",
+    )
+    verdict = _gauge(
+        "planned_verdict",
+        "1 for the pre-flight's verdict on the next or current launch's command, else 0.",
+        ["verdict"],
+    )
+    if preflight is not None:
+        if preflight.planned_tokens is not None:
+            tokens.add([], preflight.planned_tokens)
+        for candidate in VERDICTS:
+            verdict.add([candidate], 1.0 if candidate == preflight.launch_verdict else 0.0)
+    return [tokens, verdict]
 
 
 def _pool_families(progress: AttemptProgress | None) -> list[Family]:

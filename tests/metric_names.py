@@ -31,6 +31,12 @@ EXPORTED_METRICS: frozenset[str] = frozenset(
         "sglang_sentinel_mamba_cache_slots",
         "sglang_sentinel_weights_bytes",
         "sglang_sentinel_device_available_bytes",
+        # Startup progress, from SGLang's progress bars and milestones.
+        "sglang_sentinel_startup_progress_ratio",
+        "sglang_sentinel_startup_last_progress_timestamp_seconds",
+        # The pre-flight's prediction for the next or current launch.
+        "sglang_sentinel_planned_kv_cache_tokens",
+        "sglang_sentinel_planned_verdict",
         # The log, hangs and automatic remedies.
         "sglang_sentinel_log_lines_total",
         "sglang_sentinel_log_last_line_timestamp_seconds",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from itertools import count
 
+from exporter.diagnosis.classify import classify
+from exporter.diagnosis.taxonomy import FailureClass
 from exporter.logs.reader import LogReader, read_log
 from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.progress import Step
@@ -54,10 +56,16 @@ def test_the_first_doom_line_is_kept_and_turns_once():
     assert log.doomed_by == BIND_FAILED
 
 
-def test_replay_marks_a_ready_server_without_a_line_fed():
+def test_the_excerpt_kept_while_following_classifies_as_the_whole_log():
+    text = (GOLDEN / "sglang-0.5.9-pool-init-oom-incident.log").read_text()
+    lines = text.splitlines()
     log = ticking()
-    log.replay(read_log("\n".join(SERVING) + "\n")[1])
-    assert log.progress.ready and log.ready_at is not None and log.last_line_at is None
+    for i in range(0, len(lines), 3):
+        log.feed(lines[i : i + 3])
+    log.close()
+    whole = classify(*read_log(text))
+    assert whole.failure_class is FailureClass.POOL_INIT_OOM
+    assert classify(*log.excerpt.read()) == whole
 
 
 def test_only_batch_lines_move_the_last_batch_time():

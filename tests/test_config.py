@@ -47,7 +47,8 @@ def test_defaults_for_everything_but_paths():
     assert dict(config.sglang.args) == {} and dict(config.sglang.env) == {}
     assert [(p.name, dict(p.set), p.remove) for p in config.profiles] == [("default", {}, ())]
     assert config.policy == Policy()
-    assert (config.policy.startup_timeout_s, config.policy.backoff_base_s) == (900.0, 2.0)
+    assert (config.policy.startup_timeout_s, config.policy.backoff_base_s) == (3600.0, 2.0)
+    assert (config.policy.startup_stall_s, config.policy.preflight) == (300.0, "fix")
     assert (config.policy.backoff_cap_s, config.policy.max_attempts) == (300.0, 5)
     assert (config.policy.window_s, config.policy.healthy_reset_s) == (900.0, 300.0)
     assert (config.policy.stop_grace_s, config.policy.health_interval_s) == (30.0, 5.0)
@@ -186,6 +187,9 @@ ERRORS = [
     ("wrong type in a flag", PATHS + "[sglang.args]\nx = 1979-05-27\n", 5, "sglang.args.x", "date/time"),
     ("negative duration", PATHS + "[policy]\nbackoff_cap_s = -1.0\n", 5, "policy.backoff_cap_s", "> 0"),
     ("zero max_attempts", PATHS + "[policy]\nmax_attempts = 0\n", 5, "policy.max_attempts", ">= 1"),
+    ("unknown pre-flight mode", PATHS + '[policy]\npreflight = "fixit"\n', 5, "policy.preflight", "'fix', 'warn', 'off'"),
+    ("pre-flight not a string", PATHS + "[policy]\npreflight = true\n", 5, "policy.preflight", "got True"),
+    ("zero stall", PATHS + "[policy]\nstartup_stall_s = 0\n", 5, "policy.startup_stall_s", "> 0"),
     ("fraction above 1", PATHS + "[policy]\nmax_mem_fraction_static = 1.5\n", 5, "policy.max_mem_fraction_static", "(0, 1]"),
     ("bad listen address", PATHS + '[metrics]\nlisten = "localhost"\n', 5, "metrics.listen", "host:port"),
     ("bad listen port", PATHS + '[metrics]\nlisten = "[::1]:70000"\n', 5, "metrics.listen", "1..65535"),

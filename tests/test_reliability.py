@@ -500,17 +500,12 @@ class FullDisk:
         self.full = True
         if self.kind != "tmpfs":
             return
-        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            for _ in range(100_000):  # 64 KiB at most: bounded either way
-                try:
-                    if os.write(fd, b"x" * 512) == 0:
-                        break
-                except OSError as error:
-                    assert error.errno == errno.ENOSPC, error
-                    break
-        finally:
-            os.close(fd)
+        _fill(self._filler, b"x" * 512)
+        # The history's last page has room left that a short record would still fit in:
+        # fill it with blank lines, which the history reads past.
+        history = self.root / exporter.history.HISTORY_FILE
+        if history.exists():
+            _fill(history, b"\n")
 
     def free(self) -> None:
         self.full = False
@@ -525,6 +520,21 @@ class FullDisk:
                     == 0
                 ):
                     break
+
+
+def _fill(path: Path, chunk: bytes) -> None:
+    """Append ``chunk`` to ``path`` until the file system is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(100_000):  # 64 KiB at most: bounded either way
+            try:
+                if os.write(fd, chunk) == 0:
+                    break
+            except OSError as error:
+                assert error.errno == errno.ENOSPC, error
+                break
+    finally:
+        os.close(fd)
 
 
 class _FailingOs:

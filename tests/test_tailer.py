@@ -210,7 +210,7 @@ def test_100mb_line_without_newline_is_cut_with_bounded_memory(tmp_path: Path) -
                 writer.flush()
                 written += len(chunk)
                 got += f.poll()
-                assert len(f._partial) <= 64 * 1024
+                assert f.splitter.buffered_bytes <= 64 * 1024
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()

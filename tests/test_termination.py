@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 
-from exporter.demo import exit_status
 from exporter.endpoints import DaemonStatus, Heartbeat, healthz, liveness_limit_s, readyz, routes
 from exporter.endpoints import status as status_answer
 from exporter.exposition import gauge, serve
@@ -181,13 +180,3 @@ def test_probe_routes_are_served_beside_metrics_and_the_server_still_sleeps():
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-
-
-def test_demo_once_exit_status_per_outcome():
-    class Stopped:
-        exit_code = ExitCode.STOPPED
-
-    assert exit_status(Stopped(), ServerState.READY) == 0
-    assert exit_status(Stopped(), ServerState.GAVE_UP) == 3
-    assert exit_status(Stopped(), ServerState.STOPPED) == 0  # SIGTERM or SIGINT first
-    assert exit_status(Stopped(), ServerState.STARTING) == 1  # the timeout came first

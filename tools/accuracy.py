@@ -27,6 +27,7 @@ DATA = REPO / "tests" / "data"
 LABELLED_SETS = {
     "corpus": CORPUS,
     "heldout": DATA / "heldout",
+    "heldout2": DATA / "heldout2",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

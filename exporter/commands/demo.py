@@ -12,9 +12,13 @@ from exporter.commands.run import configure_logging
 from exporter.sglang_cpu.install import SGLangInstallError, default_cache_dir, ensure_sglang
 from exporter.supervisor import signals
 from exporter.supervisor.daemon import Daemon
+from exporter.supervisor.states import ServerState
 from exporter.supervisor.termination import ExitCode
 
-HELP = "run the daemon on the real SGLang (CPU, tiny model): a real crash, then a fallback"
+HELP = (
+    "run the daemon on the real SGLang (CPU, tiny model): a real crash and a fallback with "
+    "the pre-flight off, then the pre-flight preventing it"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -27,8 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="exit once the server serves (status 0) or the daemon gives up (3) instead of "
-        "running on; SIGTERM or SIGINT stops SGLang and exits 0 in both modes",
+        help="exit once the second run serves (or its daemon gives up) instead of running on; "
+        "SIGTERM or SIGINT stops SGLang and exits 0 in both modes",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print a JSON summary")
     parser.add_argument("--metrics-port", type=int, default=0, help="default: a free port")
@@ -48,24 +52,35 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.ERROR
     workdir = cache / "demo" / time.strftime("%Y%m%d-%H%M%S")
     port = args.metrics_port or demo.free_port()
-    config = demo.write_demo_config(runtime, cache / "models", workdir, port)
-    say("demo config: %s", config.source)
-    daemon = Daemon(config)
+    # One /metrics and one set of probes for both runs: they show whichever daemon runs now.
+    current: list[Daemon] = []
     server, _thread = metrics.serve(
-        "127.0.0.1", port, daemon.snapshot, endpoints.routes(daemon.status)
+        "127.0.0.1",
+        port,
+        lambda: current[-1].snapshot(),
+        endpoints.routes(lambda: current[-1].status()),
     )
     url = f"http://127.0.0.1:{port}/metrics"
     say("metrics: %s (probes: /healthz /readyz /status)", url)
-    # Before SGLang starts: SIGTERM and SIGINT stop it in both modes (the loop runs in a
-    # thread with --once; the handlers run in this one).
-    signals.install(daemon)
+    runs = []
     try:
-        if args.once:
-            settled = demo.run_until_settled(daemon, args.timeout, poll=lambda: None)
-            result = demo.summary(daemon, settled, url)
-            if args.json:
-                print(demo.to_json(result))
-            return demo.exit_status(daemon, settled)
-        return daemon.run()
+        for mode in ("off", "fix"):
+            config = demo.write_demo_config(
+                runtime, cache / "models", workdir / f"preflight-{mode}", port, mode
+            )
+            say("demo run with policy.preflight = %r, config %s", mode, config.source)
+            current.append(Daemon(config))
+            # Before its SGLang starts: SIGTERM and SIGINT stop it in both modes (with --once
+            # the loop runs in a thread; the handlers run in this one).
+            signals.install(current[-1])
+            if mode == "fix" and not args.once:
+                return current[-1].run()
+            settled = demo.run_until_settled(current[-1], args.timeout, poll=lambda: None)
+            if settled is ServerState.STOPPED:  # a signal stopped it first: no further run
+                return int(current[-1].exit_code)
+            runs.append(demo.summary(current[-1], settled, url))
+        if args.json:
+            print(demo.to_json(demo.comparison(runs)))
+        return 0 if all(run["outcome"] == "ready" for run in runs) else 1
     finally:
         server.shutdown()

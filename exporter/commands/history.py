@@ -81,10 +81,22 @@ def table(attempts: list[AttemptRecord]) -> str:
     lines = [_line(COLUMNS, widths)]
     for record, row in zip(attempts, rows, strict=True):
         lines.append(_line(row, widths))
+        planned = record.preflight or {}
+        if planned.get("verdict") not in (None, "fits"):
+            lines.append(f"    pre-flight: {_preflight(planned)}")
         if record.failed:
             lines.append(f"    root cause: {record.root_cause_line or '-'}")
             lines.append(f"    diagnosis:  {record.diagnosis or '-'}")
     return "\n".join(lines) + "\n"
+
+
+def _preflight(planned: dict) -> str:
+    """A pre-flight that found something, in one line: what it predicted and what it did."""
+    text = f"{planned.get('verdict')}: {planned.get('reason')}"
+    words = (planned.get("change") or {}).get("flags")
+    if planned.get("applied"):
+        return f"{text}; launched with {words}"
+    return f"{text}; launched unchanged" + (f" ({words} would fit)" if words else "")
 
 
 def _line(cells: tuple[str, ...], widths: list[int]) -> str:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TextIO
-
-import pynvml
 
 from exporter.diagnosis.classify import detect_version
 from exporter.diagnosis.planner import (
@@ -20,9 +18,11 @@ from exporter.diagnosis.planner import (
     Plan,
     PlanError,
     calibrate,
+    normalize_flags,
     plan,
 )
-from exporter.logs.reader import read_log, read_log_file
+from exporter.logs.reader import read_excerpt
+from exporter.plan_inputs import PlanInputError, device_memory, read_model_config
 
 HELP = "predict whether SGLang's memory pools fit, and the cheapest flag changes if not"
 
@@ -45,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--gpu-memory-gib",
         metavar="G",
-        help="memory per GPU in GiB (default: the smallest GPU NVML reports)",
+        help="memory per GPU in GiB (default: the smallest of the GPUs the TP ranks use, "
+        "from NVML; with --device cpu, the host memory SGLang's CPU engine sizes from)",
     )
     parser.add_argument(
         "--gpus", metavar="N", help="GPUs available (default: NVML's count, else 1)"
@@ -87,39 +88,29 @@ def run(args: argparse.Namespace, stdout: TextIO = sys.stdout, stderr: TextIO = 
 def _plan(args: argparse.Namespace) -> tuple[Plan, Calibration | None]:
     if not args.model_config:
         raise PlanError("--model-config PATH is required")
-    config = _read_config(Path(args.model_config))
+    config = read_model_config(args.model_config)
     flags = parse_flags(args.sglang_flags)
-    detected = _nvml_gpus() if args.gpu_memory_gib is None or args.gpus is None else None
     if args.gpu_memory_gib is not None:
         memory = round(_positive(args.gpu_memory_gib, "--gpu-memory-gib", float) * GIB)
-    elif detected is not None:
-        memory = detected[1]
+        detected = None
     else:
-        raise PlanError("no GPU found through NVML: give --gpu-memory-gib")
+        try:
+            detected = device_memory(normalize_flags(flags), os.environ)
+        except PlanInputError as error:
+            raise PlanError(f"{error}: give --gpu-memory-gib") from None
+        memory = detected.per_rank_bytes
     if args.gpus is not None:
         gpus = _positive(args.gpus, "--gpus", int)
     else:
-        gpus = detected[0] if detected else 1
+        gpus = detected.devices if detected else 1
     calibration = None
     if args.calibrate_from:
-        lines, events = read_log(read_log_file(args.calibrate_from))
+        with open(args.calibrate_from, "rb") as log:
+            lines, events = read_excerpt(log)[0].read()
         calibration = calibrate(events, detect_version(lines, events))
     max_fraction = _positive(args.max_fraction, "--max-fraction", float)
     version = args.sglang_version
     return plan(config, memory, gpus, flags, version, calibration, max_fraction), calibration
-
-
-def _read_config(path: Path) -> dict:
-    if path.is_dir():
-        path = path / "config.json"
-    with open(path, encoding="utf-8") as handle:
-        try:
-            config = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise PlanError(f"{path} is not JSON: {error}") from None
-    if not isinstance(config, dict):
-        raise PlanError(f"{path} is not a JSON object")
-    return config
 
 
 def _positive(text: str, name: str, cast: type) -> float:
@@ -160,29 +151,6 @@ def parse_flags(words: Sequence[str]) -> dict[str, object]:
             previous = flags[name]
             flags[name] = [*previous, word] if isinstance(previous, list) else [previous, word]
     return flags
-
-
-def _nvml_gpus() -> tuple[int, int] | None:
-    """(GPU count, the smallest GPU's usable memory) from NVML, or None where it cannot
-    say. Usable = total less what the driver reserves, which is what CUDA reports."""
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no library or no driver: no GPU to read
-        return None
-    try:
-        sizes = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            try:
-                info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-                sizes.append(info.total - info.reserved)
-            except pynvml.NVMLError:
-                sizes.append(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-    except pynvml.NVMLError:
-        return None
-    finally:
-        pynvml.nvmlShutdown()
-    return (len(sizes), min(sizes)) if sizes else None
 
 
 def report(result: Plan, log: str | None) -> str:

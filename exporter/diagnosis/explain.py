@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.taxonomy import SPECS, FailureClass
 from exporter.logs.events import Event, EventKind
 from exporter.logs.grammar import GIB
 from exporter.logs.lines import LogLine
@@ -112,27 +112,6 @@ def _graph_headroom(events: Sequence[Event]) -> list[str]:
     return [f"the pools left {gib(float(pool_end.get('avail_bytes')))} for CUDA graphs"]
 
 
-_SUMMARY = {
-    FailureClass.POOL_INIT_OOM: "the KV/state pool could not be sized after the weights loaded",
-    FailureClass.WEIGHTS_OOM: "out of memory while loading the weights",
-    FailureClass.CUDA_GRAPH_OOM: "out of memory while capturing CUDA graphs",
-    FailureClass.RUNTIME_OOM: "out of memory while serving requests",
-    FailureClass.MAMBA_CACHE_EXHAUSTED: "the linear-attention (mamba) state pool ran out of slots",
-    FailureClass.KV_POOL_EXHAUSTED: "the KV cache pool was full",
-    FailureClass.DISTRIBUTED_INIT: "the distributed (NCCL/gloo) setup or communication failed",
-    FailureClass.PORT_IN_USE: "an address SGLang needed was already in use",
-    FailureClass.INVALID_ARGUMENT: "SGLang rejected its arguments",
-    FailureClass.MODEL_LOAD_ERROR: "the model could not be loaded",
-    FailureClass.UNSUPPORTED_MODEL: "this SGLang does not support the model's architecture",
-    FailureClass.KERNEL_ERROR: "a GPU kernel could not be built or launched",
-    FailureClass.CUDA_ERROR: "the GPU reported an error",
-    FailureClass.HANG_TIMEOUT: "the server stopped making progress",
-    FailureClass.KILLED_BY_SIGNAL: "a process was killed by a signal without a Python error",
-    FailureClass.DEPENDENCY_ERROR: "a package is missing or does not match",
-    FailureClass.OTHER: "SGLang failed",
-}
-
-
 def diagnose(
     failure_class: FailureClass, root: LogLine, events: Sequence[Event], outcome: Outcome
 ) -> str:
@@ -157,7 +136,7 @@ def diagnose(
         details.append(f"the launcher died of signal {-outcome.exit_code}")
     if not details:
         details.append(_shorten(root.message))
-    return _SUMMARY[failure_class] + ": " + "; ".join(d.rstrip(".") for d in details) + "."
+    return SPECS[failure_class].summary + ": " + "; ".join(d.rstrip(".") for d in details) + "."
 
 
 def _shorten(text: str, limit: int = 200) -> str:
@@ -171,7 +150,7 @@ def without_log(failure_class: FailureClass, outcome: Outcome) -> str:
         return "no failure in the log."
     if outcome.lost_process:
         return (
-            f"{_SUMMARY[failure_class]}: {outcome.lost_process} died while the launcher kept "
+            f"{SPECS[failure_class].summary}: {outcome.lost_process} died while the launcher kept "
             "running, and the log says nothing about it (killed from outside, e.g. SIGKILL or "
             "the host OOM killer)."
         )
@@ -180,4 +159,4 @@ def without_log(failure_class: FailureClass, outcome: Outcome) -> str:
         how = f"stopped making progress ({outcome.stall_evidence or 'no detail'})"
     if outcome.exit_code is not None and outcome.exit_code < 0:
         how = f"was killed by signal {-outcome.exit_code}"
-    return f"{_SUMMARY[failure_class]}: the log shows no error and the launcher {how}."
+    return f"{SPECS[failure_class].summary}: the log shows no error and the launcher {how}."

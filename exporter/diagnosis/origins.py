@@ -18,6 +18,7 @@ from exporter.diagnosis.taxonomy import FailureClass as C
 # Exceptions a validation raises; an AttributeError or a KeyError there is a bug, not a
 # rejected flag.
 _VALIDATION = ("ValueError", "AssertionError", "TypeError", "NotImplementedError", "RuntimeError")
+_ARGUMENT_CHECKS = ("ValueError", "TypeError", "NotImplementedError", "KeyError", "AttributeError")
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,15 @@ class OriginRule:
     failure_class: C
     fragments: tuple[str, ...]  # in the frame's "path:function"
     types: tuple[str, ...] = ()  # exception class names (without module); empty: any
+    # ...but not these: in a kernel or a transport module a ValueError or a TypeError is the
+    # module checking its arguments, not the kernel or the transport failing.
+    except_types: tuple[str, ...] = ()
 
     def matches(self, frame: Frame, exception_type: str) -> bool:
         # A traceback cut off before its exception has no type: the frames alone decide.
-        if self.types and exception_type and exception_type not in self.types:
+        if exception_type and (
+            (self.types and exception_type not in self.types) or exception_type in self.except_types
+        ):
             return False
         return any(fragment in frame.text for fragment in self.fragments)
 
@@ -38,28 +44,32 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
     OriginRule(
         "server_args",
         C.INVALID_ARGUMENT,
-        ("server_args.py", "/arg_groups/", "check_server_args", "__post_init__"),
+        ("server_args.py", "/arg_groups/", "check_server_args"),
         (*_VALIDATION, "Exception"),
     ),
     OriginRule(
         "kernel_build_or_launch",
         C.KERNEL_ERROR,
         (
-            "/triton",
+            "/triton/",
             "triton_ops",
-            "flashinfer",
+            "triton_kernels",
+            "/flashinfer/",
             "deep_gemm",
-            "deep_ep",
-            "sgl_kernel",
-            "cutlass",
+            "/deep_ep/",
+            "/sgl_kernel/",
+            "/cutlass/",
+            "cutlass_",
             "extend_attention",
             "decode_attention",
             "/jit/",
+            "/jit_kernel/",
             "cpp_extension.py",
             "torch/_inductor",
             "tvm_ffi",
             "tilelang",
         ),
+        except_types=_ARGUMENT_CHECKS,
     ),
     OriginRule(
         "model_loading",
@@ -89,9 +99,12 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
             "rendezvous",
             "mooncake",
             "/nixl/",
+            "/mori/",
+            "disaggregation/common/",
             "nvshmem",
             "bootstrap",
         ),
+        except_types=_ARGUMENT_CHECKS,
     ),
     OriginRule("socket_bind", C.PORT_IN_USE, (":bind", ":_bind_server_socket"), ("ZMQError",)),
 )

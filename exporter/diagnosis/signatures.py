@@ -61,6 +61,9 @@ def sig(
 
 
 OOM = Resolve.OUT_OF_MEMORY
+# Below this priority a signature names a condition or a consequence; a Python exception of
+# its own (judged by its frames and wording) says more about the cause.
+DECISIVE = 50
 # Tiers: 100 specific cause, 90 specific but sometimes secondary, 80 generic family,
 # 60 crash without a Python cause, 40 non-fatal condition, 20 consequence only.
 SIGNATURES: tuple[Signature, ...] = (
@@ -369,8 +372,15 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "cuda_fault",
         C.CUDA_ERROR,
-        ("illegal memory access", "illegal instruction", "misaligned address"),
-        r"illegal memory access|an illegal instruction was encountered|misaligned address",
+        (
+            "illegal memory access",
+            "illegal instruction",
+            "misaligned address",
+            "access fault by GPU",
+        ),
+        # ROCm says "Memory access fault by GPU node-N" for the same fault
+        r"illegal memory access|an illegal instruction was encountered|misaligned address"
+        r"|Memory access fault by GPU",
         95,
     ),
     sig(
@@ -486,11 +496,21 @@ SIGNATURES: tuple[Signature, ...] = (
         25,
     ),
     sig(
+        "job_cancelled",
+        C.KILLED_BY_SIGNAL,
+        ("CANCELLED AT", "DUE TO TIME LIMIT", "DUE TO PREEMPTION", "Evicted", "preempted"),
+        r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
+        r"|\bEvicted\b.*\b(?:pod|node)\b|\bpod (?:was )?preempted\b",
+        65,  # a batch system or the cluster stopped it: killed from outside
+    ),
+    sig(
         "host_oom_killer",
         C.KILLED_BY_SIGNAL,
         ("Killed process", "oom-kill", "oom_reaper", "invoked oom-killer", "OOMKilled"),
         r"Out of memory: Killed process|oom-kill:|oom_reaper:|invoked oom-killer|\bOOMKilled\b",
-        65,  # the kernel's OOM killer: host memory, whatever the last Python words were
+        # The kernel's OOM killer: host memory, whatever the last Python words were. Below
+        # scheduler_died, whose earlier line (SGLang noticing) is the root when both show.
+        54,
     ),
     # --- other known conditions
     sig(
@@ -508,28 +528,10 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
 )
 
-# What an exception's frames say when its message does not (a bare AssertionError, a
-# KeyError): the first rule whose fragment appears in a frame path or function wins.
-FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
-    (("server_args.py", "check_server_args", "__post_init__"), C.INVALID_ARGUMENT),
-    (
-        (
-            "/triton",
-            "triton_ops",
-            "flashinfer",
-            "deep_gemm",
-            "deep_ep",
-            "sgl_kernel",
-            "cutlass",
-            "extend_attention",
-            "decode_attention",
-            "/jit/",
-        ),
-        C.KERNEL_ERROR,
-    ),
-    (("model_loader", "load_weights", "weight_loader", "weight_utils"), C.MODEL_LOAD_ERROR),
-    (("distributed_c10d", "parallel_state", "pynccl", "rendezvous"), C.DISTRIBUTED_INIT),
-)
+# A hard wrap can only make a signature match when one of its literals spans the break: the
+# few characters around it are searched for any literal at once.
+LONGEST_LITERAL = max(len(lit) for s in SIGNATURES for lit in s.literals)
+ANY_LITERAL = re.compile("|".join(re.escape(lit) for s in SIGNATURES for lit in s.literals))
 
 # Where an out-of-memory error happened, from its frames; checked in this order.
 OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (

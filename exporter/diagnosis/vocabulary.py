@@ -53,8 +53,8 @@ FAMILIES: tuple[Family, ...] = (
         "memory_budget",
         C.POOL_INIT_OOM,
         r"not enough (?:\w+ )?memory (?:available|for|to|left)"
-        r"|(?:requesting|requires?|need(?:s|ed)?) [\d.]+ ?[GMK]i?B,? but only"
-        r"|leaves? no (?:\w+ )?memory for",
+        r"|(?:requesting|requires?|need(?:s|ed)?) ~?\S+ ?[GMK]i?B,? but only"
+        r"|leaves? no (?:\w+ )?(?:memory|room|space) for|cannot fit (?:one|a single|even one)\b",
         specific=True,
     ),
     _family(
@@ -88,7 +88,8 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "port_taken",
         C.PORT_IN_USE,
-        r"address already in use|port \S+ is (?:already )?(?:in use|occupied|taken|not available)",
+        r"address already in use|port \S+ is (?:already )?(?:in use|occupied|taken|not available)"
+        r"|(?:failed to|could not|cannot|unable to) bind(?: to)? (?:the )?port",
         specific=True,
     ),
     _family(
@@ -116,7 +117,8 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "peers_and_transport",
         C.DISTRIBUTED_INIT,
-        r"nccl|gloo|c10d|rendezvous|process group|bootstrap|mooncake|nixl|rdma|ibverbs|nvshmem"
+        r"nccl|gloo|c10d|rendezvous|process group|bootstrap|mooncake|nixl|rdma|ibverbs|ibv_\w+"
+        r"|\bUCX\b|nvshmem"
         r"|hccl|rccl|oneccl|transfer (?:engine|task)|failed to complete transfers|all_?reduce"
         r"|\bbarrier\b|dist(?:ributed)? init|kv ?transfer|(?:prefill|decode) (?:instance|server)"
         r" failed|handshake",
@@ -126,15 +128,17 @@ FAMILIES: tuple[Family, ...] = (
         C.CUDA_ERROR,
         r"cuda (?:error|failure)|cudaError|hip error|hipError|device-side|illegal (?:memory|"
         r"instruction)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
-        r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|\bE[EZ]9999\b|NPU error",
+        r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|ACL (?:\w+ ){1,2}failed"
+        r"|\bE[EZ]9999\b|NPU error|driver .{0,30}too old|update your GPU driver",
     ),
     _family(
         "model_unsupported",
         C.UNSUPPORTED_MODEL,
         r"(?:architecture|model(?: type)?)s? \S+ (?:is |are )?not (?:yet )?supported"
-        r"|unsupported (?:model|architecture)|does not recognize this architecture"
+        r"|unsupported (?:[\w-]+ )?(?:model|architecture)|does not recognize this architecture"
         r"|no (?:model|implementation) (?:class )?(?:found |registered )?for"
-        r" (?:architecture|model)",
+        r" (?:architecture|model)|processor registered (?:in \w+ )?for (?:architecture|model)"
+        r"|unimplemented model type|does not support (?:the )?model (?:architecture|type)",
     ),
     _family(
         "model_files",
@@ -142,7 +146,19 @@ FAMILIES: tuple[Family, ...] = (
         r"(?:config|checkpoint|weights?|tokenizer|safetensors|model)\S* (?:file )?(?:is )?"
         r"(?:not found|missing|does not exist)|no such file or directory: \S*(?:\.json|\.bin"
         r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
-        r"|HeaderTooLarge|trust_remote_code|incomplete (?:download|checkpoint)",
+        r"|HeaderTooLarge|incomplete (?:download|checkpoint)"
+        r"|no model weights found|not all (?:parameters|weights) (?:were )?loaded|gguf config",
+    ),
+    # A checkpoint whose config or tensors do not hold what the model needs.
+    _family(
+        "model_config",
+        C.MODEL_LOAD_ERROR,
+        r"(?:not found|missing|cannot find|can't find)\b.{0,40}\b(?:in|from) (?:the )?"
+        r"(?:model'?s? )?(?:quantization )?config|config(?:\.json)? (?:error|is missing)"
+        r"|missing (?:\w+ ){0,2}config|hf_quant_config|checkpoint (?:key|has no)"
+        r"|(?:rope_\w+|head_dim) not found|\w*config\.json\b|has shape .{0,60}expected"
+        r"|\b(?:weights?|checkpoint|parameters?|tensors?)\b.{0,40}\b(?:not found|missing|must "
+        r"declare|coverage|do not correspond)",
     ),
     # A kernel that exists only for other GPUs.
     _family(
@@ -171,38 +187,73 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "setting_rejected",
         C.INVALID_ARGUMENT,
-        r"(?:--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+)\b.*\b(?:must|requires?|required|not supported"
-        r"|only (?:supported|available|supports?)|cannot|can't|should|invalid|expects?|needs?"
-        r"|is incompatible|conflict\w*|not (?:allowed|compatible)|mismatch)"
-        r"|\b(?:requires?|set|pass|use|add|remove|specify|enable|disable|increase|raise|lower)"
-        r" (?:the )?(?:--[a-z][\w-]+|SGLANG_[A-Z0-9_]+)",
+        r"(?:^|[\s`'\"(=\[])--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+",
         exceptions_only=True,
+    ),
+    # Parallel sizes that do not fit the model's shapes.
+    _family(
+        "parallel_sizes",
+        C.INVALID_ARGUMENT,
+        r"(?:(?:tensor|pipeline|expert|data|attention|context) parallel size"
+        r"|\b(?:tp|ep|dp|pp|moe_ep|attn_tp|attn_dp)_size\b|world[ _]size)\b.{0,60}"
+        r"\b(?:greater than|larger than|exceeds|divisible|aligned|must be|multiple of)"
+        r"|too large tensor parallel size|tensor_parallel"
+        r"|divisible by (?:the )?(?:attn(?:ention)? )?(?:tp|ep|dp|pp|world)\b"
+        r"|divisible by (?:the )?(?:tp|ep|dp|pp|attn_tp)(?:_size| size)",
     ),
     _family(
         "rejected_combination",
         C.INVALID_ARGUMENT,
-        r"(?:is|are) not supported (?:with|when|for|on|in)|cannot be (?:used|enabled|combined)"
-        r" (?:with|together|when)|only supports?|is incompatible with|mutually exclusive"
+        r"(?:is|are) not supported (?:with|when|together)|cannot be (?:used|enabled|combined)"
+        r" (?:with|together|when)|is incompatible with|mutually exclusive"
         r"|--[\w-]+ (?:must|should|requires?|is required|cannot|only)|please (?:set|use|specify"
-        r"|disable|enable) --|invalid value for|is only (?:supported|available)",
+        r"|disable|enable) --|invalid value for|custom code which must be executed"
+        r"|trust_remote_code=True",
     ),
     _family(
         "timed_out",
         C.HANG_TIMEOUT,
-        r"timed? ?out|timeout|deadlock|stuck|no response|not responding",
+        r"timed? ?out|timeout|deadlock|stuck|no response|not responding|health check failed"
+        r"|not ready after (?:waiting )?\S+ seconds",
     ),
 )
 
-_ERROR_RECORD = re.compile(
-    r"^(?:ERROR|CRITICAL|FATAL)\b|^E\d{4} \d\d:\d\d:\d\d|\b(?:ERROR|CRITICAL)\s*[:\]|-]"
-    r"|^what\(\):|Fatal Python error|Traceback \(most recent call last\)"
-    r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received"
-    r"|^(?:Error|error|Fatal|fatal)(?:\[[\w-]+\])?: |^panic: |panicked at "
+# An error record by its opening: a level, a glog "E" line, a program's "name: error:".
+_ERROR_OPENING = re.compile(
+    r"(?:ERROR|CRITICAL|FATAL)\b|E\d{4} \d\d:\d\d:\d\d|what\(\):|(?:Error|error|Fatal|fatal)"
+    r"(?:\[[\w-]+\])?: |[\w.-]+: (?:error|fatal)\b|panic: "
+    r"|(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
+)
+# ...or anywhere in the line; each alternative carries a literal, checked first.
+_ERROR_INSIDE_LITERALS = (
+    "ERROR",
+    "CRITICAL",
+    "Fatal Python error",
+    "Traceback (most recent",
+    "terminate called",
+    "Segfault",
+    "*** SIG",
+    "panicked at ",
+    "level",
+)
+_ERROR_INSIDE = re.compile(
+    r"\b(?:ERROR|CRITICAL)\s*[:\]|-]|Fatal Python error|Traceback \(most recent call last\)"
+    r"|terminate called after throwing|Segfault encountered|\*\*\* SIG\w+ received|panicked at "
     r"|\"level\": ?\"(?:error|fatal|critical)\"|\blevel=(?:error|fatal)\b"
-    r"|^(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
+)
+_TEARDOWN_LITERALS = (
+    "sigquit",
+    "SIGQUIT",
+    "scheduler is dead",
+    "xit code",
+    "hit an exception",
+    "kill_process_tree",
+    "unexpectedly failed",
 )
 # Lines that say something failed, in the plain words of a log record.
-_FAILURE_WORDS = re.compile(r"\b(?:failed|failure|could not|unable to|error)\b", re.IGNORECASE)
+_FAILURE_WORDS = re.compile(
+    r"\b(?:failed|failure|could not|unable to|error|not found)\b", re.IGNORECASE
+)
 # ...but not these: warnings, advice, fallbacks, one request's fate, progress bars.
 _NOT_A_FAILURE = re.compile(
     r"\b(?:warn(?:ing)?|deprecat\w*|retrying|fall(?:ing)? ?back|skipp\w*|no errors?|errors?=0"
@@ -211,7 +262,8 @@ _NOT_A_FAILURE = re.compile(
     re.IGNORECASE,
 )
 TEARDOWN = re.compile(
-    r"Received sigquit from a child|scheduler is dead|exit code:? -?\d+|Scheduler hit an exception"
+    r"Received sigquit from a child|SIGQUIT received|scheduler is dead|exit code:? -?\d+"
+    r"|Scheduler hit an exception"
     r"|hit an exception|kill_process_tree called|Child process unexpectedly failed"
 )
 
@@ -226,13 +278,16 @@ def family_of(text: str, in_exception: bool = True) -> Family | None:
 def reports_error(message: str) -> bool:
     """The line is an error by its form: an exception, an error record, a fatal banner,
     SGLang's teardown. A log with one of these failed, whatever else it says."""
-    return bool(
-        EXCEPTION_LINE.match(message) or _ERROR_RECORD.search(message) or TEARDOWN.search(message)
-    )
+    if EXCEPTION_LINE.match(message) or _ERROR_OPENING.match(message):
+        return True
+    if any(lit in message for lit in _ERROR_INSIDE_LITERALS) and _ERROR_INSIDE.search(message):
+        return True
+    return any(lit in message for lit in _TEARDOWN_LITERALS) and bool(TEARDOWN.search(message))
 
 
 def says_failed(message: str) -> bool:
-    """The line is an error by its form, or says in plain words that something failed."""
+    """The line is an error by its form, or says in plain words that something failed
+    (SGLang's own error records carry no level: "... library not found. Please install it")."""
     if reports_error(message):
         return True
     return _FAILURE_WORDS.search(message) is not None and not _NOT_A_FAILURE.search(message)

@@ -15,6 +15,10 @@ FieldValue = int | float | str | bool
 class EventKind(enum.Enum):
     """What a log line means. Values are stable: they appear in JSON and tests."""
 
+    # Members are singletons: hash by identity. Enum's own __hash__ is a Python-level call,
+    # paid for every event looked up in a set or dict (several per line of a log).
+    __hash__ = object.__hash__
+
     # startup, in the order SGLang prints them
     RESOLUTION_WARNING = "resolution_warning"  # ServerArgs decided something for you
     SERVER_ARGS = "server_args"
@@ -23,6 +27,7 @@ class EventKind(enum.Enum):
     MEMORY_BASELINE = "memory_baseline"
     MEMORY_UNBALANCED = "memory_unbalanced"
     WEIGHT_LOAD_BEGIN = "weight_load_begin"
+    WEIGHT_SHARDS = "weight_shards"  # tqdm: "Loading safetensors checkpoint shards: k/n"
     WEIGHT_LOAD_END = "weight_load_end"
     MAMBA_REQUESTS_CAPPED = "mamba_requests_capped"
     MAMBA_CACHE_ALLOCATED = "mamba_cache_allocated"
@@ -30,6 +35,7 @@ class EventKind(enum.Enum):
     MEMORY_POOL_END = "memory_pool_end"
     KV_POOL_BELOW_CONTEXT = "kv_pool_below_context"
     CUDA_GRAPH_BEGIN = "cuda_graph_begin"
+    CUDA_GRAPH_BATCHES = "cuda_graph_batches"  # tqdm: "Capturing batches (bs=..): k/n"
     CUDA_GRAPH_END = "cuda_graph_end"
     SCHEDULER_READY = "scheduler_ready"  # the max_total_num_tokens=... summary
     STARTUP_TIMINGS = "startup_timings"

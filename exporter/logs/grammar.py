@@ -269,6 +269,28 @@ COMMON: tuple[LinePattern, ...] = (
         context_len=int,
         avail_bytes=gib,
     ),
+    # tqdm bars (rank 0, no prefix): 0.5.9 ends each shard's line with \n, 0.5.23 and the
+    # graph bar redraw with \r, which the tailer splits on too.
+    pattern(
+        EventKind.WEIGHT_SHARDS,
+        "checkpoint shards:",
+        r"^Loading (?:safetensors|pt|bin) checkpoint shards:\s*(?P<percent>\d+)% Completed "
+        r"\| (?P<loaded>\d+)/(?P<total>\d+)",
+        percent=int,
+        loaded=int,
+        total=int,
+    ),
+    pattern(
+        EventKind.CUDA_GRAPH_BATCHES,
+        "Capturing batches (",
+        r"^Capturing batches \(bs=(?P<batch_size>\d+)(?: avail_mem=(?P<avail_bytes>[\d.]+) ?GB)?\)"
+        r":\s*(?P<percent>\d+)%\|[^|]*\| (?P<captured>\d+)/(?P<total>\d+)",
+        batch_size=int,
+        avail_bytes=gib,
+        percent=int,
+        captured=int,
+        total=int,
+    ),
     pattern(
         EventKind.DIST_INIT_BEGIN, "Init torch distributed begin", r"Init torch distributed begin"
     ),

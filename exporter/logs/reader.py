@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import BinaryIO
 
 from exporter.logs.events import Event
+from exporter.logs.excerpt import Excerpt
 from exporter.logs.grammar import grammar_for, parse_event
 from exporter.logs.lines import LogLine, parse_line
+from exporter.logs.splitter import DEFAULT_MAX_LINE_BYTES, line_batches
 from exporter.logs.tracebacks import TracebackAssembler
 
 
@@ -23,15 +24,22 @@ class ReaderStats:
 class LogReader:
     """Turns the lines of one attempt's log into events, in order.
 
-    ``keep_lines`` retains every parsed line (the classifier needs them as evidence); the
-    daemon's live pipeline turns it off and keeps memory flat however long SGLang runs.
+    ``keep_lines`` retains every parsed line (the classifier needs them as evidence);
+    ``excerpt`` keeps, in bounded memory, what classification needs of them (the daemon's
+    live pipeline, and ``classify`` on a file of any size).
     """
 
-    def __init__(self, version: str | None = None, keep_lines: bool = True) -> None:
+    def __init__(
+        self,
+        version: str | None = None,
+        keep_lines: bool = True,
+        excerpt: Excerpt | None = None,
+    ) -> None:
         self._patterns = grammar_for(version)
         self._tracebacks = TracebackAssembler()
         self._keep = keep_lines
         self.lines: list[LogLine] = []
+        self.excerpt = excerpt
         self.stats = ReaderStats()
 
     def feed(self, raw_lines: Iterable[str]) -> list[Event]:
@@ -41,6 +49,7 @@ class LogReader:
         number, matched = stats.lines, 0
         keep, kept = self._keep, self.lines
         tracebacks, patterns = self._tracebacks, self._patterns
+        excerpt = self.excerpt.add if self.excerpt is not None else None
         for raw in raw_lines:
             number += 1
             line = parse_line(number, raw)
@@ -53,6 +62,8 @@ class LogReader:
             if event is not None:
                 matched += 1
                 events.append(event)
+            if excerpt is not None:
+                excerpt(line, event, finished)
         stats.unknown += number - stats.lines - matched
         stats.matched += matched
         stats.lines = number
@@ -60,11 +71,15 @@ class LogReader:
 
     def close(self) -> list[Event]:
         finished = self._tracebacks.flush()
-        return [finished] if finished else []
+        events = [finished] if finished else []
+        if self.excerpt is not None:
+            self.excerpt.close(events)
+        return events
 
 
 def read_log(text: str, version: str | None = None) -> tuple[list[LogLine], list[Event]]:
-    """Read a whole log at once (the ``classify`` command, tests)."""
+    """Read a whole log at once, every line kept (tests; the whole-file classification
+    that the excerpt is tested against)."""
     reader = LogReader(version)
     events = reader.feed(split_lines(text))
     events.extend(reader.close())
@@ -76,19 +91,14 @@ def split_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-HEAD_BYTES = 8 << 20
-TAIL_BYTES = 56 << 20
-
-
-def read_log_file(path: str | Path) -> str:
-    """A log file's text for classification: whole when it is small; otherwise its head (the
-    startup) and its tail (the failure), so days of batch lines do not cost a scan."""
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size <= HEAD_BYTES + TAIL_BYTES:
-            data = handle.read()
-        else:
-            head = handle.read(HEAD_BYTES)
-            handle.seek(size - TAIL_BYTES)
-            data = head + b"\n" + handle.read()
-    return data.decode("utf-8", errors="replace")
+def read_excerpt(
+    stream: BinaryIO, version: str | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[Excerpt, ReaderStats]:
+    """Read a log once, to its end, keeping only its excerpt: a file of any size (or a
+    pipe) in bounded memory."""
+    excerpt = Excerpt()
+    reader = LogReader(version, keep_lines=False, excerpt=excerpt)
+    for batch in line_batches(stream, max_line_bytes):
+        reader.feed(batch)
+    reader.close()
+    return excerpt, reader.stats

@@ -9,9 +9,8 @@ Two layers:
 * :class:`LogTailer` runs a follower in its own thread, woken by inotify (watchdog) on the
   file's directory, with a slow poll as a safety net, and hands lines to a callback.
 
-Lines end at ``\\n``, ``\\r`` (tqdm redraws its bar with a bare ``\\r``) or ``\\r\\n``
-(one terminator). Bytes are decoded as UTF-8 with ``errors="replace"``. A line longer
-than ``max_line_bytes`` is emitted cut to that length and the rest of it is dropped.
+Where a line ends, how it is decoded and how a line longer than ``max_line_bytes`` is cut:
+:mod:`exporter.logs.splitter`, shared with the ``classify`` command.
 """
 
 from __future__ import annotations
@@ -35,11 +34,12 @@ from watchdog.events import (
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
+from exporter.logs.splitter import DEFAULT_MAX_LINE_BYTES, LineSplitter
+
 __all__ = ["FileFollower", "LogTailer", "TailerStats"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_LINE_BYTES = 64 * 1024
 DEFAULT_READ_CHUNK_BYTES = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_POLL = 8 * 1024 * 1024
 # LogTailer hands its callback batches of at most this many bytes (about 300 SGLang lines)
@@ -87,15 +87,12 @@ class FileFollower:
             raise ValueError("byte limits must be positive")
         self.path = os.path.abspath(os.fspath(path))
         self.stats = stats if stats is not None else TailerStats()
-        self._max_line_bytes = max_line_bytes
         self._read_chunk_bytes = read_chunk_bytes
         self._max_bytes_per_poll = max_bytes_per_poll
         self._fd: int | None = None
         self._ident = (0, 0)
         self._offset = 0
-        self._partial = b""  # start of the current line, never longer than max_line_bytes
-        self._discarding = False  # inside a line already emitted cut: drop up to its end
-        self._pending_cr = False  # last byte read was \r: a leading \n next is its pair
+        self.splitter = LineSplitter(max_line_bytes, self.stats)
         self._more_pending = False
         self._closed = False
         self._open(at_end=start_at_end)
@@ -136,7 +133,7 @@ class FileFollower:
     def flush(self) -> list[str]:
         """Return the buffered unterminated line, if any, as a complete line."""
         out: list[str] = []
-        self._flush_into(out)
+        self.splitter.flush(out)
         return out
 
     def close(self) -> None:
@@ -185,9 +182,7 @@ class FileFollower:
         except OSError:
             self.stats.reopen_errors += 1
             return
-        # Its head was before our start: emitting only its tail would mislead a parser.
-        self._pending_cr = last == b"\r"
-        self._discarding = last not in (b"\n", b"\r")
+        self.splitter.resume_after(last)
 
     def _close_fd(self) -> None:
         if self._fd is not None:
@@ -209,7 +204,7 @@ class FileFollower:
                 self._offset += len(data)
                 total += len(data)
                 self.stats.bytes += len(data)
-                self._feed(data, out)
+                self.splitter.feed(data, out)
             if len(data) < want:
                 # A short read is EOF; a size below our offset means the file was
                 # truncated in place (copytruncate, or a relaunch reopening it with
@@ -223,7 +218,7 @@ class FileFollower:
                     return total, True
                 self.stats.truncations += 1
                 self._offset = 0
-                self._end_of_file(out)
+                self.splitter.end_of_file(out)
         return total, False
 
     def _replaced(self) -> bool:
@@ -244,62 +239,11 @@ class FileFollower:
             return False
         return (st.st_dev, st.st_ino) != self._ident
 
-    def _end_of_file(self, out: list[str]) -> None:
-        # An unterminated tail is a whole line: what comes next is another file's start.
-        self._flush_into(out)
-        self._pending_cr = False
-
     def _switch(self, out: list[str]) -> None:
-        self._end_of_file(out)
+        self.splitter.end_of_file(out)
         self._close_fd()
         self.stats.rotations += 1
         self._open(at_end=False)
-
-    def _flush_into(self, out: list[str]) -> None:
-        if self._partial:
-            out.append(self._partial.decode("utf-8", "replace"))
-            self.stats.lines += 1
-            self._partial = b""
-        self._discarding = False
-
-    def _feed(self, data: bytes, out: list[str]) -> None:
-        if self._pending_cr and data[:1] == b"\n":
-            data = data[1:]
-        self._pending_cr = data[-1:] == b"\r"
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if self._discarding:
-            end = data.find(b"\n")
-            if end < 0:
-                return
-            self._discarding = False
-            data = data[end + 1 :]
-        lines = data.split(b"\n")
-        tail = lines.pop()
-        if lines:
-            if self._partial:
-                lines[0] = self._partial + lines[0]
-                self._partial = b""
-            limit = self._max_line_bytes
-            if max(map(len, lines)) > limit:
-                self.stats.truncated_lines += sum(len(line) > limit for line in lines)
-                lines = [line[:limit] for line in lines]
-            out.extend([line.decode("utf-8", "replace") for line in lines])
-            self.stats.lines += len(lines)
-        if tail:
-            self._append_partial(tail, out)
-
-    def _append_partial(self, piece: bytes, out: list[str]) -> None:
-        room = self._max_line_bytes - len(self._partial)
-        if len(piece) <= room:
-            self._partial += piece
-            return
-        # The line outgrew the cap: emit its head now, drop the rest up to its terminator.
-        out.append((self._partial + piece[:room]).decode("utf-8", "replace"))
-        self.stats.lines += 1
-        self.stats.truncated_lines += 1
-        self._partial = b""
-        self._discarding = True
 
 
 class _PathEventHandler(FileSystemEventHandler):
@@ -370,11 +314,15 @@ class LogTailer:
         self._observer: BaseObserver | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Attach to the file (``start_at_end`` counts from here) and start following."""
+    def start(self, catch_up: bool = False) -> None:
+        """Attach to the file (``start_at_end`` counts from here) and start following.
+        ``catch_up``: first deliver what the file holds now, in the caller's thread, before
+        returning (a daemon adopting a server reads its log so far before it probes it)."""
         if self._thread is not None:
             raise RuntimeError("LogTailer can be started once")
         follower = self._new_follower()
+        if catch_up:
+            self._catch_up(follower)
         if self._use_inotify:
             self._start_observer()
         else:

@@ -7,10 +7,11 @@ the benchmark measures the daemon's own path.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from exporter.logs.events import Event, EventKind
+from exporter.logs.events import EventKind
+from exporter.logs.excerpt import Excerpt
 from exporter.logs.reader import LogReader
 from exporter.supervisor.progress import AttemptProgress
 
@@ -29,16 +30,20 @@ class Fed(NamedTuple):
 
 
 class AttemptLog:
-    """The reader's state, the progress it made, the first line after which the attempt
-    cannot recover, when the log last grew, last showed a batch and said ready. Not locked
-    itself: its owner feeds and reads it under one lock."""
+    """The reader's state, the progress it made, the excerpt of the log that the attempt's
+    classification reads when it ends (bounded, however long it ran), the first line after
+    which the attempt cannot recover, when the log last grew, last moved the startup on, last
+    showed a batch and said ready. Not locked itself: its owner feeds and reads it under one
+    lock."""
 
     def __init__(self, version: str | None, clock: Callable[[], float] = time.time) -> None:
-        self.reader = LogReader(version, keep_lines=False)
+        self.excerpt = Excerpt()
+        self.reader = LogReader(version, keep_lines=False, excerpt=self.excerpt)
         self.progress = AttemptProgress()
         self.doomed_by: str | None = None
         self.last_line_at: float | None = None
         self.last_batch_at: float | None = None
+        self.last_progress_at: float | None = None  # a line that moved the startup forward
         self.ready_at: float | None = None  # when the log said "ready to roll"
         self._clock = clock
 
@@ -46,6 +51,7 @@ class AttemptLog:
         stats = self.reader.stats
         matched, unknown = stats.matched, stats.unknown
         events = self.reader.feed(lines)
+        advances = self.progress.advances
         self.progress.apply(events)
         turned = False
         doom = next((e for e in events if e.kind in DOOMED_BY), None)
@@ -53,15 +59,16 @@ class AttemptLog:
             self.doomed_by = doom.line.raw.strip()
             turned = True
         self.last_line_at = self._clock()
+        if self.progress.advances != advances:
+            self.last_progress_at = self.last_line_at
         if any(event.kind in BATCHES for event in events):
             self.last_batch_at = self.last_line_at
         turned |= self._note_ready(self.last_line_at)
         return Fed(stats.matched - matched, stats.unknown - unknown, turned)
 
-    def replay(self, events: Iterable[Event]) -> None:
-        """Events read from the log before following it (a server adopted after a restart)."""
-        self.progress.apply(events)
-        self._note_ready(self._clock())
+    def close(self) -> None:
+        """The log ended: what the reader still held (a traceback left open) counts."""
+        self.progress.apply(self.reader.close())
 
     def _note_ready(self, at: float) -> bool:
         """Keep when the log first said ready; True the first time."""

@@ -7,7 +7,6 @@ the same lock. Signals only set flags and wake the loop.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -21,21 +20,25 @@ import psutil
 
 from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
-from exporter.diagnosis.planner import Plan, PlanError, calibrate, plan
+from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
 from exporter.history import AttemptRecord, History, HistoryWriteError
 from exporter.logs.events import Event
-from exporter.logs.reader import read_log, read_log_file
+from exporter.logs.excerpt import Excerpt
+from exporter.logs.lines import LogLine
+from exporter.logs.reader import read_excerpt
 from exporter.logs.tailer import LogTailer
 from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
+from exporter.plan_inputs import gather
 from exporter.redact import mask_text, redact_command, secret_values
 from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.exits import ExitWatch
 from exporter.supervisor.flags import read_known_flags, unknown_flags
 from exporter.supervisor.group import group_exit, worker_ready
 from exporter.supervisor.policy import Decision, decide
+from exporter.supervisor.preflight import Preflight, check, disagreement
 from exporter.supervisor.processes import (
     AttemptProcesses,
     ProcessIdentity,
@@ -48,6 +51,7 @@ from exporter.supervisor.processes import (
 from exporter.supervisor.progress import Step
 from exporter.supervisor.reaper import Reaper
 from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
+from exporter.supervisor.startup import startup_overdue
 from exporter.supervisor.states import ServerState, check_transition
 from exporter.supervisor.termination import ExitCode, FailureReport, message, write_message
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
@@ -85,6 +89,7 @@ class Attempt:
     ready_at: float | None = None
     probe_seen: float = 0.0  # taken_at of the last probe snapshot acted on
     tokens_checked: bool = False  # /server_info cross-checked against the log
+    prediction_checked: bool = False  # the pre-flight's KV tokens against the log's
     titled: dict[ProcessIdentity, str] = field(default_factory=dict)  # sglang:: members
     scanned_at: float = 0.0
     member_lost: tuple[str, float] | None = None  # (description, when noticed)
@@ -125,6 +130,8 @@ class Daemon:
         self._patches: dict[int, Remedy] = {}  # profile index -> automatic changes so far
         self._last_id = 0
         self._remedies: Counter[str] = Counter()
+        self._planned: Preflight | None = None  # the pre-flight of the next or current launch
+        self._planned_at: float | None = None
         self.probes = ProbeCollector(
             config.policy.health_interval_s,
             on_snapshot=self._exits.wake,
@@ -177,6 +184,8 @@ class Daemon:
                 log_lines=dict(self._log_lines),
                 last_line_time=attempt.log.last_line_at if attempt else None,
                 last_batch_time=attempt.log.last_batch_at if attempt else None,
+                last_progress_time=attempt.log.last_progress_at if attempt else None,
+                preflight=self._planned,
                 hangs=self._hangs,
                 remedies=dict(self._remedies),
                 reaped=dict(self.reaper.counts),
@@ -269,11 +278,16 @@ class Daemon:
         elif (lost := self._lost_member(attempt, now)) is not None:
             self._end(Outcome(lost_process=lost))
         elif self.state is ServerState.STARTING:
-            if now - attempt.started_at > self.config.policy.startup_timeout_s:
-                evidence = (
-                    f"not serving {now - attempt.started_at:.0f} s after launch (startup "
-                    f"timeout); the log stopped at step '{attempt.log.progress.step.label}'"
-                )
+            policy = self.config.policy
+            evidence = startup_overdue(
+                attempt.log.progress,
+                attempt.started_at,
+                attempt.log.last_progress_at,
+                now,
+                policy.startup_stall_s,
+                policy.startup_timeout_s,
+            )
+            if evidence is not None:
                 log.warning("attempt %d: %s", attempt.number, evidence)
                 self._hung(Outcome(stalled=True, stall_evidence=evidence))
             elif attempt.log.progress.ready or self._worker_ready(attempt, now):
@@ -311,6 +325,7 @@ class Daemon:
     def _launch(self, index: int, reason: str) -> None:
         config = self.config
         number = self._next_attempt_id()
+        self._preflight(number, index)
         command = self._command(index)
         log_dir = config.paths.log_dir
         log_path = log_dir / f"attempt-{number:06d}.log"
@@ -368,6 +383,7 @@ class Daemon:
                 "processes": [leader.to_json()],
                 "reason": reason,
                 **self._patch_record(index),
+                **self._preflight_record(),
             }
         )
         with self._lock:
@@ -382,6 +398,37 @@ class Daemon:
             log_path,
         )
         self._follow(attempt, start_at_end=False)
+
+    def _preflight(self, number: int, index: int) -> None:
+        """Plan the command about to launch (policy.preflight); in "fix" mode a predicted
+        sizing failure gets the planner's cheapest fitting change first, as a patch that
+        later remedies build on. Whatever goes wrong here, the launch goes ahead."""
+        policy = self.config.policy
+        self._planned = self._planned_at = None
+        if policy.preflight == "off":
+            return
+        self._planned_at = self._clock()
+        args = self._args(index)
+        version = self.config.sglang.version or "0.5.9"
+        try:
+            previous = next((a.log for a in reversed(self.history.read().attempts) if a.log), None)
+            env = {**os.environ, **self.config.sglang.env}
+            inputs: object = gather(args, env, previous, version)
+        except Exception as error:  # no input problem may block a launch
+            inputs = str(error) or type(error).__name__
+        result = check(policy.preflight, args, inputs, version, policy.max_mem_fraction_static)
+        with self._lock:
+            if result.applied and result.change is not None:
+                earlier = self._patches.get(index)
+                self._patches[index] = earlier.then(result.change) if earlier else result.change
+                self._remedies[result.verdict] += 1
+            self._planned = result
+        say = log.info if result.verdict == FITS else log.warning
+        say("attempt %d: %s", number, result.sentence())
+
+    def _preflight_record(self) -> dict:
+        planned = self._planned
+        return planned.record(self._planned_at or 0.0) if planned is not None else {}
 
     def _patch_record(self, index: int) -> dict:
         """The automatic change a launch carries, so a restarted daemon keeps it."""
@@ -403,7 +450,7 @@ class Daemon:
         version = f"SGLang {sglang.version}" if sglang.version else "the installed SGLang"
         return f"{flags}: not a flag of {version} (checked against its --help before launch)"
 
-    def _follow(self, attempt: Attempt, start_at_end: bool) -> None:
+    def _follow(self, attempt: Attempt, start_at_end: bool, catch_up: bool = False) -> None:
         def on_lines(lines: list[str]) -> None:
             with self._lock:
                 fed = attempt.log.feed(lines)
@@ -415,7 +462,7 @@ class Daemon:
         attempt.tailer = LogTailer(
             attempt.log_path, on_lines, start_at_end=start_at_end, poll_interval=TAIL_POLL_S
         )
-        attempt.tailer.start()
+        attempt.tailer.start(catch_up=catch_up)
 
     def _not_launched(
         self, number: int, index: int, command: list[str], log_path: Path, at: float, error: str
@@ -435,6 +482,7 @@ class Daemon:
                 "processes": [],
                 "reason": "not launched",
                 **self._patch_record(index),
+                **self._preflight_record(),
             }
         )
         result = Classification(
@@ -484,6 +532,7 @@ class Daemon:
                 }
             )
         self._cross_check(attempt, probes.max_total_num_tokens)
+        self._check_prediction(attempt)
         evidence = self._hang_evidence(attempt, probes, now)
         if evidence is not None:
             log.warning("attempt %d: hung: %s", attempt.number, evidence)
@@ -554,6 +603,17 @@ class Daemon:
                 logged,
             )
 
+    def _check_prediction(self, attempt: Attempt) -> None:
+        """The pre-flight's KV tokens against SGLang's logged ones; say so once if apart."""
+        logged = attempt.log.progress.max_total_num_tokens
+        planned = self._planned.planned_tokens if self._planned else None
+        if attempt.prediction_checked or logged is None:
+            return
+        attempt.prediction_checked = True
+        sentence = disagreement(planned, logged)
+        if sentence is not None:
+            log.warning("attempt %d: %s", attempt.number, sentence)
+
     def _hung(self, outcome: Outcome) -> None:
         with self._lock:
             self._hangs += 1
@@ -617,7 +677,10 @@ class Daemon:
                 FailureClass.NONE, None, None, None, [], "stopped by the daemon"
             )
         else:
-            result, events = _classify_file(attempt.log_path, outcome, self.config.sglang.version)
+            with self._lock:  # the tailer has stopped: the excerpt holds the whole log's say
+                attempt.log.close()
+                excerpt = attempt.log.excerpt.read()
+            result, events = _classify(excerpt, outcome, self.config.sglang.version)
         self._conclude(
             attempt.number,
             attempt.profile_index,
@@ -812,23 +875,13 @@ class Daemon:
         """SGLang's pool arithmetic for this profile, calibrated from the failed attempt's
         own log; None when the model's config.json or the device size is not at hand."""
         args = self._args(index)
-        try:
-            model = json.loads((Path(str(args.get("model-path", ""))) / "config.json").read_text())
-        except (OSError, ValueError):
-            return None
-        if str(args.get("device", "cuda")) == "cpu":  # SGLang's CPU engine sizes from host RAM
-            memory = psutil.virtual_memory().total
-        else:
-            devices = self.gpus.snapshot().devices
-            memory = devices[0].total_bytes if devices else None
-        if memory is None:
-            return None
         version = self.config.sglang.version or "0.5.9"
         try:
+            inputs = gather(args, {**os.environ, **self.config.sglang.env}, None, version)
             return plan(
-                model,
-                memory,
-                int(args.get("tp-size", 1) or 1),
+                inputs.model_config,
+                inputs.device_memory_bytes,
+                inputs.devices,
                 args,
                 version,
                 calibrate(events, version),
@@ -936,13 +989,9 @@ class Daemon:
             ready_at=record.ready_at,
         )
         self._last_id = max(self._last_id, record.attempt)
-        # Follow from the end first, then replay what was written before: nothing written
-        # meanwhile is lost (a line read twice changes nothing: pool sizes keep their first).
-        self._follow(attempt, start_at_end=True)
-        if attempt.log_path.exists():
-            replayed = read_log(read_log_file(attempt.log_path), self.config.sglang.version)[1]
-            with self._lock:
-                attempt.log.replay(replayed)
+        # Its log so far, read once from the start before the probe (pool metrics, the
+        # excerpt its classification will need), then followed from there: no line lost.
+        self._follow(attempt, start_at_end=False, catch_up=True)
         # Had it said it was ready before this daemon came? A ready line that arrives while
         # the probe below runs is a server becoming ready, not one gone bad.
         was_ready = attempt.log.progress.ready
@@ -1088,17 +1137,25 @@ class Daemon:
             log.error("history: %s", error)
 
 
+def _classify(
+    excerpt: tuple[list[LogLine], list[Event]], outcome: Outcome, version: str | None
+) -> tuple[Classification, list[Event]]:
+    """The attempt's classification, and its events (the planner calibrates from them)."""
+    lines, events = excerpt
+    return classify(lines, events, outcome, version), events
+
+
 def _classify_file(
     path: Path, outcome: Outcome, version: str | None
 ) -> tuple[Classification, list[Event]]:
-    """The attempt's classification, and its events (the planner calibrates from them)."""
+    """An attempt no daemon followed: its log read once, in bounded memory."""
     try:
-        text = read_log_file(path)
+        with open(path, "rb") as handle:
+            excerpt = read_excerpt(handle)[0]
     except OSError as error:
-        text = ""
         log.error("cannot read %s: %s", path, error)
-    lines, events = read_log(text)
-    return classify(lines, events, outcome, version), events
+        excerpt = Excerpt()
+    return _classify(excerpt.read(), outcome, version)
 
 
 def _session_of(pid: int) -> int | None:

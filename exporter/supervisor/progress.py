@@ -1,5 +1,6 @@
-"""What one attempt's log has shown so far: the startup step reached, pool sizes per TP
-rank, readiness and the latest runtime numbers. Fed with events, read by the daemon and
+"""What one attempt's log has shown so far: the startup step reached, how far its weight
+shards and CUDA-graph batch sizes are, pool sizes per TP rank, readiness and the latest
+runtime numbers. Fed with events, read by the daemon and
 the metrics collector. Pure: no I/O, no clock.
 """
 
@@ -33,11 +34,13 @@ _STEP_OF = {
     EventKind.SERVER_ARGS: Step.INITIALIZING,
     EventKind.DIST_INIT_BEGIN: Step.INITIALIZING,
     EventKind.WEIGHT_LOAD_BEGIN: Step.LOADING_WEIGHTS,
+    EventKind.WEIGHT_SHARDS: Step.LOADING_WEIGHTS,
     EventKind.WEIGHT_LOAD_END: Step.ALLOCATING_POOLS,
     EventKind.MAMBA_CACHE_ALLOCATED: Step.ALLOCATING_POOLS,
     EventKind.KV_CACHE_ALLOCATED: Step.ALLOCATING_POOLS,
     EventKind.MEMORY_POOL_END: Step.ALLOCATING_POOLS,
     EventKind.CUDA_GRAPH_BEGIN: Step.CAPTURING_GRAPHS,
+    EventKind.CUDA_GRAPH_BATCHES: Step.CAPTURING_GRAPHS,
     EventKind.SCHEDULER_READY: Step.STARTING_HTTP,
     EventKind.HTTP_STARTED: Step.STARTING_HTTP,
     EventKind.SERVER_READY: Step.SERVING,
@@ -50,6 +53,19 @@ _MILESTONE = {
     EventKind.CUDA_GRAPH_END: "after_graphs",
     EventKind.SCHEDULER_READY: "ready",
 }
+# Startup lines that show it moving (every rank's, each milestone); the tqdm counters only
+# when their count changes: a redraw of the same count is no progress.
+_ADVANCES = frozenset(_STEP_OF) | {
+    EventKind.DIST_INIT_END,
+    EventKind.MEMORY_BASELINE,
+    EventKind.CUDA_GRAPH_END,
+}
+_COUNTERS = {
+    EventKind.WEIGHT_SHARDS: ("shards", "loaded"),
+    EventKind.CUDA_GRAPH_BATCHES: ("graph_batches", "captured"),
+}
+# startup_progress_ratio{phase}: the step each counter measures.
+COUNTED_STEPS = {"shards": Step.LOADING_WEIGHTS, "graph_batches": Step.CAPTURING_GRAPHS}
 _POOL_EVENTS = frozenset(_MILESTONE) | {
     EventKind.KV_CACHE_ALLOCATED,
     EventKind.MAMBA_CACHE_ALLOCATED,
@@ -92,6 +108,26 @@ class AttemptProgress:
     max_running_requests: int | None = None
     runtime: RuntimeStats = field(default_factory=RuntimeStats)
     sglang_format: str | None = None  # "ServerArgs" (0.5.9 and older) or "dict" (0.5.23)
+    shards: tuple[int, int] | None = None  # weight shards (loaded, total), the latest load
+    graph_batches: tuple[int, int] | None = None  # CUDA-graph batch sizes (captured, total)
+    advances: int = 0  # startup lines that moved it forward: the stall check's pulse
+
+    def ratio(self, counter: str) -> float | None:
+        """Done of total for "shards" or "graph_batches"; None before the first bar."""
+        count = getattr(self, counter)
+        if count is None or count[1] <= 0:
+            return None
+        return count[0] / count[1]
+
+    def where(self) -> str:
+        """Where the startup is, for a human: the step and the counters of the current one."""
+        text = f"step '{self.step.label}'"
+        if self.step is Step.LOADING_WEIGHTS and self.shards is not None:
+            text += f", {self.shards[0]}/{self.shards[1]} weight shards loaded"
+        if self.step is Step.CAPTURING_GRAPHS and self.graph_batches is not None:
+            captured, total = self.graph_batches
+            text += f", {captured}/{total} CUDA-graph batch sizes captured"
+        return text
 
     def copy(self) -> AttemptProgress:
         """A copy that later lines do not change (for a snapshot taken under the lock)."""
@@ -106,6 +142,9 @@ class AttemptProgress:
             max_running_requests=self.max_running_requests,
             runtime=replace(self.runtime),
             sglang_format=self.sglang_format,
+            shards=self.shards,
+            graph_batches=self.graph_batches,
+            advances=self.advances,
         )
 
     def apply(self, events: Iterable[Event]) -> None:
@@ -122,6 +161,11 @@ class AttemptProgress:
         step = _STEP_OF.get(kind)
         if step is not None and step > self.step:
             self.step = step
+        counter = _COUNTERS.get(kind)
+        if counter is not None:
+            self._count(event, *counter)
+        elif kind in _ADVANCES and not self.ready:
+            self.advances += 1
         if kind is EventKind.SERVER_READY:
             self.ready = True
         elif kind is EventKind.RETRACTION:
@@ -130,6 +174,12 @@ class AttemptProgress:
             self.sglang_format = str(event.get("format"))
         else:
             self._startup(event)
+
+    def _count(self, event: Event, attribute: str, field_name: str) -> None:
+        count = (int(event.get(field_name)), int(event.get("total")))
+        if count != getattr(self, attribute):
+            setattr(self, attribute, count)
+            self.advances += 1
 
     def _startup(self, event: Event) -> None:
         kind = event.kind

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from exporter.config import FlagValue
-from exporter.diagnosis.planner import Plan
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.planner import Plan, Suggestion
+from exporter.diagnosis.taxonomy import SPECS, FailureClass
 
 GIB = 1 << 30
 FRACTION_STEP = 0.05
@@ -26,14 +26,7 @@ REQUESTS_FLOOR = 1
 
 
 # The classes an automatic change can address; the others need a human or a retry.
-REMEDIED = frozenset(
-    {
-        FailureClass.POOL_INIT_OOM,
-        FailureClass.MAMBA_CACHE_EXHAUSTED,
-        FailureClass.CUDA_GRAPH_OOM,
-        FailureClass.RUNTIME_OOM,
-    }
-)
+REMEDIED = frozenset(c for c, spec in SPECS.items() if spec.automatic_remedy)
 
 
 @dataclass(frozen=True)
@@ -74,19 +67,24 @@ def remedy_for(
 def _from_plan(
     failure_class: FailureClass, plan: Plan | None, max_fraction: float
 ) -> Remedy | None:
-    if plan is None:
+    suggestion = cheapest_fit(plan, max_fraction) if plan is not None else None
+    if suggestion is None:
         return None
+    tokens = suggestion.plan.max_total_num_tokens
+    reason = (
+        f"{failure_class.value}: {what_ate(plan)}; relaunching with {suggestion.change} "
+        f"(planner: {tokens:,} KV tokens)"
+    )
+    return Remedy(dict(suggestion.set), tuple(suggestion.remove), reason)
+
+
+def cheapest_fit(plan: Plan, max_fraction: float) -> Suggestion | None:
+    """The planner's cheapest change that fits and stays within the fraction's bound."""
     for suggestion in plan.suggestions:
         fraction = suggestion.set.get("mem-fraction-static")
         if isinstance(fraction, (int, float)) and fraction > max_fraction:
             continue
-        ate = _what_ate(plan)
-        tokens = suggestion.plan.max_total_num_tokens
-        reason = (
-            f"{failure_class.value}: {ate}; relaunching with {suggestion.change} "
-            f"(planner: {tokens:,} KV tokens)"
-        )
-        return Remedy(dict(suggestion.set), tuple(suggestion.remove), reason)
+        return suggestion
     return None
 
 
@@ -98,7 +96,7 @@ _RESERVATIONS = {
 }
 
 
-def _what_ate(plan: Plan) -> str:
+def what_ate(plan: Plan) -> str:
     """One clause naming what ate the budget, e.g. "speculative decoding reserved 13.8 GiB
     (intermediate recurrent state for 48 request slots x 4 draft tokens ...)"."""
     step = next((s for s in plan.budget if s.name == plan.what_ate_the_budget), None)

@@ -141,9 +141,11 @@ def test_failure_fallback_alert_and_every_dashboard_query(
         tmp_path,
         runtime,
         models["large"],
-        args={"mem-fraction-static": 0.005, "decode-log-interval": 1},
+        # Real weight shards (their progress bars feed a panel); the pre-flight predicts the
+        # failure but, in "warn" mode, launches it anyway: the failure is the point.
+        args={"mem-fraction-static": 0.005, "decode-log-interval": 1, "load-format": "auto"},
         profiles=[{"name": "tight"}, {"name": "roomy", "set": {"mem-fraction-static": 0.5}}],
-        policy={"health_interval_s": 1.0},
+        policy={"health_interval_s": 1.0, "preflight": "warn"},
     )
     config = replace(config, metrics=MetricsListen("127.0.0.1", stack["metrics_port"]))  # scraped
     running = supervise(config, run=False)  # /metrics up, nothing launched yet

@@ -71,6 +71,7 @@ def test_pool_oom_then_fallback_serves_and_metrics_equal_the_log(
         models["large"],
         args={"mem-fraction-static": 0.005},
         profiles=[{"name": "tight"}, {"name": "roomy", "set": {"mem-fraction-static": 0.5}}],
+        policy={"preflight": "off"},  # the crash is the point; tests/e2e/test_preflight_sglang.py
     )
     running = supervise(config)
     running.wait_state(ServerState.READY, timeout_s=400)
@@ -83,6 +84,7 @@ def test_pool_oom_then_fallback_serves_and_metrics_equal_the_log(
     )
     assert "falling back from profile 'tight' to 'roomy'" in first.decision
     assert second.profile == "roomy" and second.ready_at is not None
+    assert first.preflight is None and second.preflight is None  # "off": nothing planned
 
     log = Path(second.log).read_text()
     kv = re.search(
@@ -181,7 +183,7 @@ def test_pool_oom_without_a_ladder_is_fixed_by_the_calibrated_planner(
         runtime,
         models["large"],
         args={"mem-fraction-static": 0.005},
-        policy={"max_mem_fraction_static": 0.9},
+        policy={"max_mem_fraction_static": 0.9, "preflight": "off"},
     )
     running = supervise(config)
     running.wait_state(ServerState.READY, timeout_s=400)

@@ -1,0 +1,363 @@
+"""The classifier's layers: each reads the attempt and answers with verdicts on one scale
+of scores (the signatures' priorities); see classify.py for the order and the rules."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from exporter.diagnosis.frames import frames_before, is_frame_text, source_line
+from exporter.diagnosis.origins import by_origin
+from exporter.diagnosis.placement import where_oom
+from exporter.diagnosis.reading import (
+    IGNORED_ERRORS,
+    SERVING,
+    Hit,
+    Reading,
+    first_real_exception,
+    is_exception,
+    last_meaningful,
+)
+from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
+from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.verdict import Confidence, Verdict
+from exporter.diagnosis.vocabulary import TEARDOWN, Family, family_of, reports_error
+from exporter.logs.events import EventKind
+from exporter.logs.lines import LogLine
+from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
+
+_CONFIDENT = 80  # a signature of a named family or better (signatures.py's tiers)
+# The other layers on the signatures' priority scale: an exception outranks a condition, a
+# worded error line or telling numbers outrank an exception nothing knows (41), and how the
+# process ended outranks "other".
+_EXCEPTION_SCORE = 48
+_LINE_WORDING_SCORE = 45
+_NUMBERS_SCORE = 42
+_OBSERVED_SCORE = 17  # the supervisor saw it: a stall, a process gone
+_ERROR_LINE_SCORE = 16
+_EXIT_SCORE = 14
+# A graph capture that starts with almost no memory left, then fails.
+_STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
+_STARVED_GB = 0.5
+_FULL_USAGE = 0.99
+_COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
+_STATEMENT_MIN = 24  # an exception message this long, said earlier too, was said first there
+
+
+def verdicts(attempt: Reading) -> list[Verdict]:
+    """Every layer's answer; the highest score decides, a close other one is the runner-up."""
+    found = _by_signatures(attempt)
+    exception = first_real_exception(attempt.ordered)
+    if exception is not None:
+        found += _by_exception(attempt, exception)
+    for layer in (_by_error_wording, _by_numbers, _by_outcome, _by_error_lines):
+        verdict = layer(attempt)
+        if verdict is not None:
+            found.append(verdict)
+    found.append(_by_progress(attempt))
+    return found
+
+
+def rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
+    """The best verdict; one decided by an exception is rooted at an earlier error line of
+    the same class when there is one (a transport's or a compiler's own error line above the
+    exception SGLang raised for it). Signatures keep their own root: their priorities already
+    say which of several lines is the cause."""
+    decided = verdicts[0]
+    if decided.layer != "exception" or decided.root is None:
+        return decided
+    earlier = [
+        v.root
+        for v in verdicts
+        if v.layer == "wording"
+        and v.failure_class is decided.failure_class
+        and v.root is not None
+        and v.root < decided.root
+    ]
+    return replace(decided, root=min(earlier)) if earlier else decided
+
+
+def swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
+    """SGLang imports its models and multimodal processors lazily and logs a failed import as
+    ``Ignore import error when loading ...``; an architecture "not supported" or with "no
+    processor registered" after such lines is that import's consequence: a package."""
+    if verdicts[0].failure_class is not FailureClass.UNSUPPORTED_MODEL:
+        return verdicts
+    ignored = next(
+        (i for i, line in enumerate(attempt.ordered) if line.message.startswith(IGNORED_ERRORS)),
+        None,
+    )
+    if ignored is None:
+        return verdicts
+    cause = Verdict(
+        FailureClass.DEPENDENCY_ERROR,
+        ignored,
+        "wording",
+        "swallowed_import_error",
+        Confidence.MEDIUM,
+        verdicts[0].score + 1,
+    )
+    return [cause, *verdicts]
+
+
+def _by_signatures(attempt: Reading) -> list[Verdict]:
+    first: dict[str, Hit] = {}
+    for hit in attempt.hits:
+        known = first.get(hit.signature.name)
+        if known is None or hit.position < known.position:
+            first[hit.signature.name] = hit
+    verdicts = []
+    for hit in sorted(first.values(), key=lambda h: (-h.signature.priority, h.position)):
+        failure_class, resolved = _resolve(hit.signature, attempt, hit.position)
+        priority = hit.signature.priority
+        if priority >= _CONFIDENT and resolved:
+            confidence = Confidence.HIGH
+        elif priority >= DECISIVE:
+            confidence = Confidence.MEDIUM
+        else:
+            confidence = Confidence.LOW
+        name = hit.signature.name
+        verdicts.append(
+            Verdict(failure_class, hit.position, "signature", name, confidence, priority)
+        )
+        if hit.signature.resolve is Resolve.COLLECTIVE:
+            memory = _failed_allocation_below(attempt, hit)
+            verdicts += [memory] if memory is not None else []
+    return verdicts
+
+
+def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[FailureClass, bool]:
+    """The class, and whether the log showed what it needed to name it."""
+    if signature.resolve is Resolve.OUT_OF_MEMORY:
+        return where_oom(attempt, root)
+    if signature.resolve is Resolve.NATIVE_CRASH:
+        backtrace = " ".join(line.message for line in attempt.ordered[root : root + 30]).lower()
+        nccl = "nccl" in backtrace
+        return (FailureClass.DISTRIBUTED_INIT if nccl else signature.failure_class), True
+    return signature.failure_class, True
+
+
+def _failed_allocation_below(attempt: Reading, hit: Hit) -> Verdict | None:
+    """NCCL's "Failed to CUDA calloc" under a collective's error: the network is the class
+    (that is where it failed), memory the runner-up (why it did)."""
+    following = attempt.ordered[hit.position : hit.position + _COLLECTIVE_SPAN]
+    for offset, line in enumerate(following):
+        family = family_of(line.message)
+        if family is not None and family.out_of_memory:
+            failure_class, _ = where_oom(attempt, hit.position + offset)
+            score = hit.signature.priority - 1
+            position = hit.position + offset
+            return Verdict(failure_class, position, "wording", family.name, Confidence.LOW, score)
+    return None
+
+
+def _by_exception(attempt: Reading, position: int) -> list[Verdict]:
+    ordered = attempt.ordered
+    match = EXCEPTION_LINE.match(ordered[position].message)
+    assert match is not None  # first_real_exception found it by this pattern
+    exception_type, message = match.group("type"), match.group("message") or ""
+    root = _earliest_statement(ordered, position, message)
+    verdicts = []
+    family = family_of(message) if message else None
+    if family is not None:
+        failure_class, _ = _worded_class(family, attempt, position)
+        confidence = Confidence.MEDIUM if family.specific else Confidence.LOW
+        score = _EXCEPTION_SCORE + (1 if family.specific else -1)
+        verdicts.append(Verdict(failure_class, root, "exception", family.name, confidence, score))
+    rule = by_origin(frames_before(ordered, position), exception_type)
+    if rule is not None:
+        verdict = Verdict(
+            rule.failure_class, root, "exception", rule.name, Confidence.MEDIUM, _EXCEPTION_SCORE
+        )
+        verdicts.append(verdict)
+    elif position > 0 and "loaded_weight" in ordered[position - 1].message:
+        verdict = Verdict(
+            FailureClass.MODEL_LOAD_ERROR,
+            root,
+            "exception",
+            "weight_shape_check",
+            Confidence.MEDIUM,
+            _EXCEPTION_SCORE,
+        )
+        verdicts.append(verdict)
+    if not verdicts:
+        name = exception_type.rsplit(".", 1)[-1]
+        verdicts.append(Verdict(FailureClass.OTHER, root, "exception", name, Confidence.LOW, 41))
+    return verdicts
+
+
+def _worded_class(family: Family, attempt: Reading, position: int) -> tuple[FailureClass, bool]:
+    if family.out_of_memory:
+        return where_oom(attempt, position)
+    return family.failure_class, True
+
+
+def _earliest_statement(ordered: Sequence[LogLine], position: int, message: str) -> int:
+    """SGLang often logs an error's message before it raises it: the root is where it was
+    said first."""
+    if len(message) < _STATEMENT_MIN:
+        return position
+    quoted = (f'"{message}"', f"'{message}'")  # the code that raises it, not a record
+    for i in range(max(0, position - 200), position):
+        text = ordered[i].message
+        if message in text and not is_frame_text(ordered, i) and not any(q in text for q in quoted):
+            return i
+    return position
+
+
+def _error_lines(attempt: Reading, strict: bool) -> list[int]:
+    """Positions of the lines that report an error (by form alone when ``strict``), outside
+    traceback frames and the code lines printed under them."""
+    if strict:
+        return [i for i in attempt.failure_lines if reports_error(attempt.ordered[i].message)]
+    return attempt.failure_lines
+
+
+def _by_error_wording(attempt: Reading) -> Verdict | None:
+    for i in _error_lines(attempt, strict=False):
+        message = attempt.ordered[i].message
+        family = family_of(message, in_exception=is_exception(attempt.ordered[i]))
+        if family is not None:
+            failure_class, _ = _worded_class(family, attempt, i)
+            return Verdict(
+                failure_class, i, "wording", family.name, Confidence.LOW, _LINE_WORDING_SCORE
+            )
+    return None
+
+
+def _by_numbers(attempt: Reading) -> Verdict | None:
+    for position, event in attempt.batches:
+        usage, queued = event.get("token_usage"), event.get("queued_requests")
+        if usage is not None and float(usage) >= _FULL_USAGE and queued:
+            return Verdict(
+                FailureClass.KV_POOL_EXHAUSTED,
+                position,
+                "numbers",
+                "pool_full_with_requests_waiting",
+                Confidence.LOW,
+                _NUMBERS_SCORE,
+            )
+    ordered = attempt.ordered
+    for i, line in enumerate(ordered):
+        match = _STARVED_CAPTURE.search(line.message)
+        if match and float(match.group("gb")) < _STARVED_GB and _fails_after(attempt, i):
+            return Verdict(
+                FailureClass.CUDA_GRAPH_OOM,
+                i,
+                "numbers",
+                "graph_capture_without_memory",
+                Confidence.LOW,
+                _NUMBERS_SCORE,
+            )
+    return None
+
+
+def _fails_after(attempt: Reading, position: int, span: int = 60) -> bool:
+    if attempt.ordered[position].message.endswith(TRACEBACK_START):
+        return True
+    return any(position < i <= position + span for i in attempt.failure_lines)
+
+
+def _by_outcome(attempt: Reading) -> Verdict | None:
+    outcome = attempt.outcome
+    if outcome.lost_process:
+        return Verdict(
+            FailureClass.KILLED_BY_SIGNAL,
+            None,
+            "outcome",
+            "process_lost",
+            Confidence.MEDIUM,
+            _OBSERVED_SCORE,
+        )
+    if outcome.stalled:
+        last = last_meaningful(attempt.ordered)
+        return Verdict(
+            FailureClass.HANG_TIMEOUT,
+            last,
+            "outcome",
+            "stalled",
+            Confidence.MEDIUM,
+            _OBSERVED_SCORE,
+        )
+    # Killed from outside, or an exit status alone: no line of the log explains it.
+    if outcome.exit_code is not None and outcome.exit_code < 0:
+        return Verdict(
+            FailureClass.KILLED_BY_SIGNAL, None, "outcome", "signal", Confidence.LOW, _EXIT_SCORE
+        )
+    if outcome.exit_code not in (None, 0):
+        return Verdict(
+            FailureClass.OTHER, None, "outcome", "exit_status", Confidence.LOW, _EXIT_SCORE
+        )
+    return None
+
+
+def _by_error_lines(attempt: Reading) -> Verdict | None:
+    """At worst ``other``: a traceback cut off before its exception, the first error line,
+    or SGLang's teardown with the cause cut off above it."""
+    cut = _cut_traceback(attempt)
+    if cut is not None:
+        return cut
+    teardown = None
+    stopped_at = next(
+        (p for p, e in attempt.steps if e.kind is EventKind.SIGTERM_RECEIVED), len(attempt.ordered)
+    )
+    for i in _error_lines(attempt, strict=True):
+        is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
+        if is_teardown and i > stopped_at:
+            continue  # a clean stop tears down too
+        if not is_teardown:
+            return Verdict(
+                FailureClass.OTHER,
+                i,
+                "error_line",
+                "first_error",
+                Confidence.LOW,
+                _ERROR_LINE_SCORE,
+            )
+        teardown = i if teardown is None else teardown
+    if teardown is None:
+        return None
+    return Verdict(
+        FailureClass.OTHER,
+        teardown,
+        "error_line",
+        "teardown_only",
+        Confidence.LOW,
+        _ERROR_LINE_SCORE,
+        caveat="the log shows SGLang tearing down, not the error that started it (cut off above)",
+    )
+
+
+def _cut_traceback(attempt: Reading) -> Verdict | None:
+    """A paste that ends inside a traceback: the frames say what the code was doing."""
+    ordered = attempt.ordered
+    frames = frames_before(ordered, len(ordered))
+    if not frames or len(ordered) - frames[-1].position > 4:
+        return None
+    if any(is_exception(line) for line in ordered[frames[-1].position :]):
+        return None
+    rule = by_origin(frames, "")
+    own = [frame for frame in frames if "/sglang/" in frame.path]
+    anchor = own[-1] if own else frames[-1]
+    root = source_line(ordered, anchor)
+    return Verdict(
+        rule.failure_class if rule else FailureClass.OTHER,
+        anchor.position if root is None else root,
+        "error_line",
+        f"cut_traceback:{rule.name}" if rule else "cut_traceback",
+        Confidence.LOW,
+        _ERROR_LINE_SCORE,
+        caveat="the traceback is cut off before its exception: read from the code it was in",
+    )
+
+
+def _by_progress(attempt: Reading) -> Verdict:
+    """A log that stops mid-startup with no error: nothing more was ever printed."""
+    reached = {event.kind for _, event in attempt.steps}
+    last = last_meaningful(attempt.ordered)
+    if attempt.outcome.exit_code is None and reached and not reached & SERVING and last is not None:
+        return Verdict(
+            FailureClass.HANG_TIMEOUT, last, "progress", "startup_stopped", Confidence.LOW, 5
+        )
+    return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)

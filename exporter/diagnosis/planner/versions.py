@@ -1,0 +1,20 @@
+"""The SGLang versions the planner models, each by its sizer. A new version is one
+``sizer_<version>.py`` module and one line here."""
+
+from __future__ import annotations
+
+from exporter.diagnosis.planner import sizer_0_5_9, sizer_0_5_23
+from exporter.diagnosis.planner.sizing import Sizer
+from exporter.diagnosis.planner.types import PlanError
+
+SIZERS: dict[str, Sizer] = {
+    sizer_0_5_9.SIZER.version: sizer_0_5_9.SIZER,
+    sizer_0_5_23.SIZER.version: sizer_0_5_23.SIZER,
+}
+VERSIONS = tuple(SIZERS)
+
+
+def sizer_for(version: str) -> Sizer:
+    if version not in SIZERS:
+        raise PlanError(f"SGLang {version} is not modelled; use one of {', '.join(VERSIONS)}")
+    return SIZERS[version]

@@ -1,0 +1,224 @@
+"""An attempt's log as every layer of the classifier reads it: in time order, with the
+lines that match a signature and the lifecycle steps it reached."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from exporter.diagnosis.frames import frame_at, frames_before, is_frame_text
+from exporter.diagnosis.order import in_time_order
+from exporter.diagnosis.signatures import (
+    ANY_LITERAL,
+    CONSEQUENCE_EXCEPTIONS,
+    DECISIVE,
+    LONGEST_LITERAL,
+    SIGNATURES,
+    Signature,
+)
+from exporter.diagnosis.verdict import Outcome
+from exporter.diagnosis.vocabulary import says_failed
+from exporter.logs.events import Event, EventKind
+from exporter.logs.lines import LogLine
+from exporter.logs.tracebacks import EXCEPTION_LINE
+
+_ASSERT_SOURCE = re.compile(r"^assert\s")
+_COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
+_CARETS = re.compile(r"^[\s^~]+$")
+PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
+IGNORED_ERRORS = ("Ignore import error when loading",)
+# Lines that start a new thought: a wrapped line never continues into one of these.
+_NOT_A_CONTINUATION = re.compile(r"^(?:File \"|Traceback|\[|During handling|The above)")
+_LIFECYCLE = {
+    EventKind.DIST_INIT_BEGIN,
+    EventKind.WEIGHT_LOAD_BEGIN,
+    EventKind.WEIGHT_LOAD_END,
+    EventKind.MAMBA_CACHE_ALLOCATED,
+    EventKind.KV_CACHE_ALLOCATED,
+    EventKind.MEMORY_POOL_END,
+    EventKind.CUDA_GRAPH_BEGIN,
+    EventKind.CUDA_GRAPH_END,
+    EventKind.SCHEDULER_READY,
+    EventKind.HTTP_STARTED,
+    EventKind.SERVER_READY,
+    EventKind.PREFILL_BATCH,
+    EventKind.DECODE_BATCH,
+    EventKind.RETRACTION,
+    EventKind.SIGTERM_RECEIVED,
+}
+_NO_SIGNATURE_HERE = {EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH, EventKind.SERVER_ARGS}
+SERVING = {EventKind.SERVER_READY, EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH}
+
+
+@dataclass(frozen=True)
+class Hit:
+    signature: Signature
+    position: int  # index into the time-ordered lines
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The time-ordered log and what was found in it, as every layer reads it."""
+
+    ordered: list[LogLine]
+    hits: list[Hit]
+    steps: list[tuple[int, Event]]  # lifecycle events by position
+    batches: list[tuple[int, Event]]  # decode batch lines by position
+    outcome: Outcome
+
+    @cached_property
+    def failure_lines(self) -> list[int]:
+        """Positions of the lines that say something failed (vocabulary.says_failed), outside
+        traceback frames and the code lines printed under them; several layers ask."""
+        ordered = self.ordered
+        found = []
+        for i, line in enumerate(ordered):
+            message = line.message
+            if (
+                says_failed(message)
+                and not is_frame_text(ordered, i)
+                and not (i > 0 and frame_at(ordered, i - 1) is not None and not is_exception(line))
+                and not PY_WARNING.search(message)
+                and not message.startswith(IGNORED_ERRORS)
+            ):
+                found.append(i)
+        return found
+
+
+def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) -> Reading:
+    ordered = in_time_order(lines)
+    position_of = {line.number: i for i, line in enumerate(ordered)}
+    skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
+    hits = _drop_expected(_find_hits(ordered, skip), ordered, events, position_of)
+    placed = sorted(
+        ((position_of[e.line.number], e) for e in events if e.line.number in position_of),
+        key=lambda pair: pair[0],
+    )
+    steps = [(p, e) for p, e in placed if e.kind in _LIFECYCLE]
+    batches = [(p, e) for p, e in placed if e.kind is EventKind.DECODE_BATCH]
+    return Reading(ordered, hits, steps, batches, outcome)
+
+
+def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
+    for i, line in enumerate(ordered):
+        match = EXCEPTION_LINE.match(line.message)
+        if match and match.group("type").rsplit(".", 1)[-1] not in CONSEQUENCE_EXCEPTIONS:
+            if frames_before(ordered, i) or (i > 0 and "Traceback" in ordered[i - 1].message):
+                return i
+            if match.group("message"):
+                return i
+    return None
+
+
+def is_exception(line: LogLine) -> bool:
+    return EXCEPTION_LINE.match(line.message) is not None
+
+
+def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
+    hits: list[Hit] = []
+    previous: LogLine | None = None
+    for i, line in enumerate(ordered):
+        # The source line under a traceback frame quotes code ('raise RuntimeError("NCCL
+        # error...")'), not an error that happened.
+        is_source = (
+            previous is not None
+            and previous.message.startswith('File "')
+            and not is_exception(line)
+            and not _asserts_bare(ordered, i)
+        )
+        if line.number in skip or is_source:
+            previous = line if is_source else None
+            continue
+        text = line.message
+        matched = False
+        for signature in SIGNATURES:
+            if signature.matches(text):
+                hits.append(Hit(signature, i))
+                matched = True
+        if not matched and previous is not None and not _NOT_A_CONTINUATION.match(text):
+            hits.extend(Hit(s, i - 1) for s in _wrapped(previous.message, text))
+        previous = line
+    return hits
+
+
+def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
+    """An ``assert ...`` source line whose AssertionError carries no message: the source
+    line is the message."""
+    if not _ASSERT_SOURCE.match(ordered[position].message):
+        return False
+    following = position + 1
+    while following < len(ordered) and _CARETS.match(ordered[following].message):
+        following += 1
+    return following < len(ordered) and ordered[following].message == "AssertionError"
+
+
+def _drop_expected(
+    hits: list[Hit], ordered: Sequence[LogLine], events: Sequence[Event], position_of: dict
+) -> list[Hit]:
+    """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
+    loading ...`` and the text it quotes on the next line), and weak signs such as a shell's
+    ``Killed`` after a graceful SIGTERM (SGLang ends even a clean drain with SIGKILL)."""
+    ignored = set()
+    for i, line in enumerate(ordered):
+        if line.message.startswith(IGNORED_ERRORS):
+            ignored.add(i)
+            if i + 1 < len(ordered) and not ordered[i + 1].has_sglang_prefix:
+                ignored.add(i + 1)
+    sigterm = min(
+        (position_of[e.line.number] for e in events if e.kind is EventKind.SIGTERM_RECEIVED),
+        default=None,
+    )
+    return [
+        h
+        for h in hits
+        if h.position not in ignored
+        and not (sigterm is not None and h.position > sigterm and h.signature.priority < DECISIVE)
+    ]
+
+
+def _wrapped(first: str, second: str) -> list[Signature]:
+    """Signatures that match only across a hard wrap between two lines (``EAD``/``DRINUSE``):
+    those with a literal that spans the break, looked for around the break alone."""
+    found: list[Signature] = []
+    for separator in ("", " "):
+        around = first[-LONGEST_LITERAL:] + separator + second[:LONGEST_LITERAL]
+        if not ANY_LITERAL.search(around):
+            continue
+        joined = first + separator + second
+        for signature in SIGNATURES:
+            if (
+                signature not in found
+                and any(lit in around and lit not in first for lit in signature.literals)
+                and signature.matches(joined)
+                and not (signature.matches(first) or signature.matches(second))
+            ):
+                found.append(signature)
+    return found
+
+
+def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
+    """The last thing the server said before it went silent; Python's UserWarnings (and the
+    ``warnings.warn(...)`` source line under each) are import-time noise, not progress, and a
+    reporter's "(nothing after this)" is no log line."""
+    for i in range(len(ordered) - 1, -1, -1):
+        message = ordered[i].message
+        if (
+            message
+            and not PY_WARNING.search(message)
+            and not message.startswith("warnings.warn(")
+            and not _COMMENTARY.match(message)
+        ):
+            return i
+    return None
+
+
+def assert_source(ordered: Sequence[LogLine], root: int) -> int:
+    """A bare ``AssertionError`` says nothing; the ``assert ...`` source line above it does."""
+    if ordered[root].message != "AssertionError":
+        return root
+    source = root - 1
+    while source > 0 and _CARETS.match(ordered[source].message):  # Python 3.11's ^^^^ markers
+        source -= 1
+    return source if source >= 0 and _ASSERT_SOURCE.match(ordered[source].message) else root
