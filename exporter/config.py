@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.supervisor.termination import default_termination_log
 
 FlagValue = str | int | float | bool | list[str | int | float]
 Key = tuple[str | int, ...]  # a key's path from the document root; ints index arrays
@@ -33,6 +34,7 @@ _PROFILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
 _HOST = re.compile(r"[A-Za-z0-9._-]+")  # a host name or an IPv4 address
 _PORT = re.compile(r"[0-9]{1,5}")
+_PLACEHOLDER = re.compile(r"@[A-Z][A-Z0-9_]*@")  # filled in at deploy time, e.g. @LWS_GROUP_SIZE@
 _LONG_INTEGER = re.compile(r"[0-9][0-9_]{4300,}")  # beyond what int() reads by default
 _SYNTAX_AT = re.compile(r" \(at (?:line (\d+), column (\d+)|end of document)\)$")
 _BLANKS = re.compile(r"(?:[ \t]|#[^\n]*)*")
@@ -40,6 +42,8 @@ _BLANK_LINES = re.compile(r"(?:[ \t]|#[^\n]*|\r?\n)*")
 _SCALAR = re.compile(r"[^,\]}#\r\n]+")  # numbers, booleans, dates: skipped, not parsed
 # "none" means the log shows no failure: there is nothing to retry.
 RETRY_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)
+GROUP_POLICIES = ("exit", "relaunch")  # policy.group: what a failed rank of a group does
+GIVE_UP_POLICIES = ("wait", "exit")  # policy.on_give_up
 # policy.preflight: change a command predicted to fail in sizing, only report it, or skip.
 PREFLIGHT_MODES = ("fix", "warn", "off")
 
@@ -92,6 +96,8 @@ class Policy:
     max_mem_fraction_static: float = 0.95
     preflight: str = "fix"  # one of PREFLIGHT_MODES
     retry: Mapping[str, bool] = field(default_factory=lambda: _EMPTY)
+    group: str = "relaunch"  # read from a config: "exit" by default when --nnodes > 1
+    on_give_up: str = "wait"  # read from a config: "exit" by default with a termination log
 
 
 _DURATIONS = tuple(f.name for f in fields(Policy) if f.name.endswith("_s"))
@@ -112,6 +118,7 @@ class MetricsListen:
 class Paths:
     state_dir: Path
     log_dir: Path
+    termination_log: Path | None = None  # where the termination message goes, if anywhere
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,28 @@ class Config:
             if profile.name == name:
                 return index
         raise KeyError(name)
+
+
+def nnodes(args: Mapping[str, FlagValue]) -> int | None:
+    """SGLang's ``--nnodes`` (1 when absent): how many nodes the server spans; None for a
+    placeholder a deploy-time script fills in (a group's config template)."""
+    return _group_number(args.get("nnodes", 1))
+
+
+def node_rank(args: Mapping[str, FlagValue]) -> int | None:
+    """SGLang's ``--node-rank`` (0, the leader, when absent); None for a placeholder."""
+    return _group_number(args.get("node-rank", 0))
+
+
+def is_group(args: Mapping[str, FlagValue]) -> bool:
+    """One rank of a multi-node group: --nnodes > 1, or templated (only a group templates
+    it: deploy/container/sglang-sentinel-lws)."""
+    size = nnodes(args)
+    return size is None or size > 1
+
+
+def _group_number(value: FlagValue) -> int | None:
+    return None if isinstance(value, str) and _PLACEHOLDER.fullmatch(value) else int(value)  # type: ignore[arg-type]
 
 
 def render_flags(args: Mapping[str, FlagValue]) -> list[str]:
@@ -212,13 +241,19 @@ class _Reader:
     def config(self, data: dict[str, Any], origin: Path | None) -> Config:
         self.table(data, (), ("sglang", "profiles", "policy", "metrics", "paths"))
         sglang = self.sglang(data.get("sglang", {}))
+        paths = self.paths(data.get("paths"), origin)
+        policy = self.policy(
+            data.get("policy", {}),
+            group="exit" if is_group(sglang.args) else "relaunch",
+            on_give_up="exit" if paths.termination_log else "wait",
+        )
         return Config(
             source=origin,
             sglang=sglang,
             profiles=self.profiles(data.get("profiles", []), sglang.args),
-            policy=self.policy(data.get("policy", {})),
+            policy=policy,
             metrics=self.metrics(data.get("metrics", {})),
-            paths=self.paths(data.get("paths"), origin),
+            paths=paths,
         )
 
     def sglang(self, raw: object) -> SGLangSpec:
@@ -232,14 +267,37 @@ class _Reader:
         for name in env:
             if not _ENV_NAME.fullmatch(name):
                 self.fail((*key, "env", name), "not an environment variable name")
+        args = self.flags(table.get("args", {}), (*key, "args"))
+        self.group_flags(args, (*key, "args"))
         return SGLangSpec(
             python=self.nonempty(table.get("python", spec.python), (*key, "python")),
             module=module,
             version=self.optional_nonempty(table.get("version"), (*key, "version")),
             workdir=self.optional_nonempty(table.get("workdir"), (*key, "workdir")),
-            args=self.flags(table.get("args", {}), (*key, "args")),
+            args=args,
             env=MappingProxyType({n: self.string(v, (*key, "env", n)) for n, v in env.items()}),
         )
+
+    def group_flags(self, args: Mapping[str, FlagValue], key: Key) -> None:
+        """--nnodes and --node-rank decide what the daemon does on a failure and how it
+        tells readiness: integers, the rank one of the group's (or placeholders of a config
+        template, like "@LWS_GROUP_SIZE@", which a deploy-time script fills in)."""
+        for name, least in (("nnodes", 1), ("node-rank", 0)):
+            value = args.get(name, least)
+            if isinstance(value, str) and _PLACEHOLDER.fullmatch(value):
+                continue
+            if type(value) is not int or value < least:
+                self.fail(
+                    (*key, name),
+                    f'must be an integer >= {least} (or a placeholder like "@NAME@"), '
+                    f"got {value!r}",
+                )
+        size, rank = nnodes(args), node_rank(args)
+        if size is not None and rank is not None and rank >= size:
+            self.fail(
+                (*key, "node-rank"),
+                f"must be below nnodes ({size}), got {rank}",
+            )
 
     def profiles(self, raw: object, base: Mapping[str, FlagValue]) -> tuple[Profile, ...]:
         if not isinstance(raw, list):
@@ -272,10 +330,11 @@ class _Reader:
             )
         return tuple(profiles) or (Profile("default"),)
 
-    def policy(self, raw: object) -> Policy:
+    def policy(self, raw: object, **defaults: str) -> Policy:
+        """``defaults``: those of group and on_give_up, which depend on the rest."""
         key: Key = ("policy",)
         table = self.table(raw, key, tuple(f.name for f in fields(Policy)))
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = dict(defaults)
         for name in _DURATIONS:
             if name in table:
                 values[name] = self.number(table[name], (*key, name))
@@ -319,6 +378,13 @@ class _Reader:
                 if not isinstance(value, bool):
                     self.fail((*key, "retry", name), f"must be true or false, got {_kind(value)}")
             values["retry"] = MappingProxyType(dict(retry))
+        for name, allowed in (("group", GROUP_POLICIES), ("on_give_up", GIVE_UP_POLICIES)):
+            if name in table:
+                choice = self.string(table[name], (*key, name))
+                if choice not in allowed:
+                    expected = " or ".join(f'"{value}"' for value in allowed)
+                    self.fail((*key, name), f"must be {expected}, got {choice!r}")
+                values[name] = choice
         policy = Policy(**values)
         if policy.backoff_cap_s < policy.backoff_base_s:
             culprit = "backoff_cap_s" if "backoff_cap_s" in table else "backoff_base_s"
@@ -351,13 +417,18 @@ class _Reader:
         key: Key = ("paths",)
         if raw is None:
             self.fail((*key, "state_dir"), "required key is missing", at=key)
-        table = self.table(raw, key, ("state_dir", "log_dir"))
+        table = self.table(raw, key, ("state_dir", "log_dir", "termination_log"))
         base = origin.absolute().parent if origin else Path.cwd()
-        resolved: dict[str, Path] = {}
+        resolved: dict[str, Path | None] = {}
         for name in ("state_dir", "log_dir"):
             if name not in table:
                 self.fail((*key, name), "required key is missing", at=key)
             resolved[name] = base / os.path.expanduser(self.nonempty(table[name], (*key, name)))
+        if "termination_log" not in table:
+            resolved["termination_log"] = default_termination_log()
+        else:  # "" writes none
+            written = self.string(table["termination_log"], (*key, "termination_log"))
+            resolved["termination_log"] = base / os.path.expanduser(written) if written else None
         return Paths(**resolved)
 
     def table(self, raw: object, key: Key, allowed: tuple[str, ...] | None = None) -> dict:

@@ -107,10 +107,11 @@ def run_until_settled(daemon: Daemon, timeout_s: float, poll: Callable[[], None]
     deadline = time.monotonic() + timeout_s
     settled = daemon.state
     try:
-        while time.monotonic() < deadline and thread.is_alive():
+        while time.monotonic() < deadline:
             poll()
-            settled = daemon.state
-            if settled in (ServerState.READY, ServerState.GAVE_UP):
+            running = thread.is_alive()
+            settled = daemon.state  # read after: a loop that ended has its last state
+            if settled in (ServerState.READY, ServerState.GAVE_UP) or not running:
                 break
             time.sleep(0.5)
     finally:

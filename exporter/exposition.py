@@ -13,7 +13,9 @@ import gzip
 import os
 import selectors
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
 from socketserver import ThreadingMixIn
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -90,6 +92,15 @@ def render(families: Iterable[Family]) -> bytes:
     return "".join(out).encode()
 
 
+@dataclass(frozen=True)
+class Response:
+    """What a route other than /metrics answers."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     """Sleeps until a scrape or ``shutdown()``: socketserver's own loop wakes every 0.5 s to
     look for a shutdown request, ~0.02% of a core for nothing in a daemon that idles."""
@@ -117,7 +128,8 @@ class _ThreadingServer(ThreadingMixIn, WSGIServer):
 
     def server_close(self) -> None:
         super().server_close()
-        fds, self._wake_fds = self._wake_fds, ()  # server_close may come twice
+        # server_close may come twice, or before server_activate (the bind failed)
+        fds, self._wake_fds = getattr(self, "_wake_fds", ()), ()
         for fd in fds:
             os.close(fd)
 
@@ -128,14 +140,33 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve(
-    host: str, port: int, families: Callable[[], Iterable[Family]]
+    host: str,
+    port: int,
+    families: Callable[[], Iterable[Family]],
+    routes: Mapping[str, Callable[[], Response]] | None = None,
 ) -> tuple[WSGIServer, threading.Thread]:
-    """Serve ``/metrics`` on host:port (and only there) from a background thread."""
+    """Serve ``/metrics`` (and ``routes``, path -> answer) on host:port, and only there,
+    from a background thread."""
+    routes = dict(routes or {})
 
     def app(environ: dict, start_response: Callable) -> list[bytes]:
-        if environ.get("PATH_INFO", "/") not in ("/metrics", "/"):
+        path = environ.get("PATH_INFO", "/")
+        if path in routes:
+            answer = routes[path]()
+            status = HTTPStatus(answer.status)
+            start_response(
+                f"{status.value} {status.phrase}",
+                [
+                    ("Content-Type", answer.content_type),
+                    ("Content-Length", str(len(answer.body))),
+                    ("Cache-Control", "no-store"),
+                ],
+            )
+            return [answer.body]
+        if path not in ("/metrics", "/"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found: try /metrics\n"]
+            known = ", ".join(["/metrics", *routes])
+            return [f"not found: try {known}\n".encode()]
         body = render(families())
         headers = [("Content-Type", CONTENT_TYPE)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):

@@ -17,6 +17,7 @@ from exporter.diagnosis.taxonomy import FailureClass
 from exporter.exposition import Family
 from exporter.supervisor.preflight import VERDICTS, Preflight
 from exporter.supervisor.progress import COUNTED_STEPS, AttemptProgress
+from exporter.supervisor.reaper import ORIGINS as REAPED_ORIGINS
 from exporter.supervisor.remedies import REMEDIED
 from exporter.supervisor.states import ServerState
 from exporter.telemetry.gpu import GpuSnapshot, gpu_families
@@ -48,6 +49,7 @@ class Snapshot:
     preflight: Preflight | None = None  # of the next or current launch
     hangs: int = 0
     remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
+    reaped: Mapping[str, int] = field(default_factory=dict)  # origin -> zombies reaped
     probes: ProbeSnapshot | None = None
     processes: ProcessSnapshot | None = None
     gpus: GpuSnapshot | None = None
@@ -131,6 +133,7 @@ def families(snap: Snapshot) -> list[Family]:
     out += _runtime_families(snap.progress)
     out += _probe_families(snap.probes)
     out += _process_families(snap.processes)
+    out.append(_reaped_family(snap.reaped))
     healths = {}
     if snap.probes is not None:
         healths["probes"] = snap.probes.health
@@ -209,6 +212,17 @@ def _process_families(processes: ProcessSnapshot | None) -> list[Family]:
     return [count, rss, cpu, zombies, reparented]
 
 
+def _reaped_family(reaped: Mapping[str, int]) -> Family:
+    family = _counter(
+        "reaped_processes",
+        "Zombie children the daemon reaped (as PID 1 or subreaper), by whose they were.",
+        ["origin"],
+    )
+    for origin in REAPED_ORIGINS:
+        family.add([origin], reaped.get(origin, 0))
+    return family
+
+
 def _startup_families(progress: AttemptProgress | None, last: float | None) -> list[Family]:
     ratio = _gauge(
         "startup_progress_ratio",
@@ -275,7 +289,13 @@ def _pool_families(progress: AttemptProgress | None) -> list[Family]:
     return [kv, pools, slots, weights, available]
 
 
-def serve(host: str, port: int, snapshot: Callable[[], Snapshot]) -> tuple[object, object]:
-    """Start /metrics on host:port (and only there) in a background thread; every scrape
-    renders one fresh snapshot. Returns (server, thread); ``server.shutdown()`` stops it."""
-    return exposition.serve(host, port, lambda: families(snapshot()))
+def serve(
+    host: str,
+    port: int,
+    snapshot: Callable[[], Snapshot],
+    routes: Mapping[str, Callable[[], exposition.Response]] | None = None,
+) -> tuple[object, object]:
+    """Start /metrics (and ``routes``: the daemon's probe endpoints) on host:port, and only
+    there, in a background thread; every scrape renders one fresh snapshot. Returns
+    (server, thread); ``server.shutdown()`` stops it."""
+    return exposition.serve(host, port, lambda: families(snapshot()), routes)

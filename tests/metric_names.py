@@ -58,6 +58,7 @@ EXPORTED_METRICS: frozenset[str] = frozenset(
         "sglang_sentinel_process_cpu_seconds_total",
         "sglang_sentinel_zombie_processes",
         "sglang_sentinel_reparented_processes",
+        "sglang_sentinel_reaped_processes_total",
         # GPUs, through NVML (exporter/telemetry/gpu.py).
         "sglang_sentinel_gpu_info",
         "sglang_sentinel_gpu_memory_total_bytes",

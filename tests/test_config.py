@@ -5,6 +5,8 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import tomllib
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from exporter.config import (
     Config,
     ConfigError,
     MetricsListen,
+    Paths,
     Policy,
     load_config,
     parse_config,
@@ -198,6 +201,11 @@ ERRORS = [
     ("unknown failure class", PATHS + "[policy.retry]\ncuda_error = true\ncuda_eror = true\n", 6, "policy.retry.cuda_eror", "not a failure class"),
     ("env value not a string", PATHS + '[sglang]\nenv = { A = "1", B = 2 }\n', 5, "sglang.env.B", "must be a string"),
     ("missing paths.state_dir", '[metrics]\n\n[paths]\nlog_dir = "/l"\n', 3, "paths.state_dir", "missing"),
+    ("unknown group policy", PATHS + '[policy]\ngroup = "restart"\n', 5, "policy.group", '"exit" or "relaunch"'),
+    ("unknown give-up policy", PATHS + '[policy]\non_give_up = "stay"\n', 5, "policy.on_give_up", '"wait" or "exit"'),
+    ("nnodes not an integer", PATHS + '[sglang.args]\nnnodes = "2"\n', 5, "sglang.args.nnodes", "integer >= 1"),
+    ("node-rank of no node", PATHS + "[sglang.args]\nnnodes = 2\nnode-rank = 2\n", 6, "sglang.args.node-rank", "below nnodes (2)"),
+    ("termination log not a string", PATHS + "termination_log = 1\n", 4, "paths.termination_log", "must be a string"),
 ]
 # fmt: on
 
@@ -304,3 +312,49 @@ def check_loads_or_config_error(text: str) -> None:
 @given(st.one_of(st.text(), mutated_configs()))
 def test_any_text_loads_or_raises_config_error(text):
     check_loads_or_config_error(text)
+
+
+def test_a_multi_node_rank_exits_on_failure_by_default_one_node_relaunches():
+    assert parse_config(PATHS).policy.group == "relaunch"
+    group = parse_config("[sglang.args]\nnnodes = 2\nnode-rank = 1\n" + PATHS).policy
+    assert group.group == "exit"
+    chosen = parse_config('[sglang.args]\nnnodes = 2\n[policy]\ngroup = "relaunch"\n' + PATHS)
+    assert chosen.policy.group == "relaunch"
+    # A group's config template (deploy/container/sglang-sentinel-lws fills it in).
+    template = '[sglang.args]\nnnodes = "@LWS_GROUP_SIZE@"\nnode-rank = "@LWS_WORKER_INDEX@"\n'
+    assert parse_config(template + PATHS).policy.group == "exit"
+
+
+def test_termination_log_defaults_to_the_kubernetes_file_where_it_exists(monkeypatch):
+    assert parse_config(PATHS).paths.termination_log is None  # no /dev/termination-log here
+    assert parse_config(PATHS).policy.on_give_up == "wait"
+    monkeypatch.setattr(
+        "exporter.config.default_termination_log", lambda: Path("/dev/termination-log")
+    )
+    on_kubernetes = parse_config(PATHS)
+    assert on_kubernetes.paths.termination_log == Path("/dev/termination-log")
+    assert on_kubernetes.policy.on_give_up == "exit"  # the message is read once it exits
+    off = parse_config(PATHS + 'termination_log = ""\n[policy]\non_give_up = "wait"\n')
+    assert off.paths.termination_log is None and off.policy.on_give_up == "wait"
+
+
+def test_check_config_shows_the_container_settings(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[sglang.args]\nnnodes = 2\nnode-rank = 1\n" + PATHS + 'termination_log = "t"\n'
+    )
+    done = cli("check-config", str(path))
+    assert done.returncode == 0, done.stderr
+    assert f"termination log: {tmp_path / 't'}" in done.stdout
+    assert "group:     rank 1 of 2 nodes; on a failure: exit" in done.stdout
+    assert "give up:   exit" in done.stdout
+
+
+def test_example_config_sets_every_policy_and_paths_key():
+    example = tomllib.loads(EXAMPLE.read_text())
+    assert set(example["policy"]) == {f.name for f in fields(Policy)}
+    assert set(example["paths"]) == {f.name for f in fields(Paths)}
+    config = load_config(EXAMPLE)
+    assert (config.policy.group, config.policy.on_give_up) == ("relaunch", "wait")
+    assert config.paths.termination_log == Path("/dev/termination-log")
+    assert {"nnodes", "node-rank"} <= set(example["sglang"]["args"])

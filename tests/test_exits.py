@@ -127,3 +127,24 @@ def test_close_releases_every_descriptor(children):
     assert open_fds() - before == set()
     made.close()  # idempotent
     made.wake()  # a signal after the loop ended: ignored, not a write to a reused fd
+
+
+def test_a_readable_wakeup_fd_ends_the_wait_and_is_drained():
+    """Python's signal wakeup pipe: a signal the kernel handed to another thread writes a
+    byte there, and the sleeping loop wakes (its Python handler then runs on the main
+    thread). Drained: the next wait sleeps again."""
+    readable, writable = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    watch = ExitWatch()
+    try:
+        watch.wake_on(readable)
+        os.write(writable, b"\x11\x11")
+        started = time.monotonic()
+        assert watch.wait(5.0) == []
+        assert time.monotonic() - started < 1.0
+        started = time.monotonic()
+        watch.wait(0.3)
+        assert time.monotonic() - started >= 0.25
+    finally:
+        watch.close()
+        os.close(readable)
+        os.close(writable)

@@ -488,3 +488,16 @@ def test_wait_port_free_returns_once_the_listener_goes() -> None:
         closer.join()
     finally:
         listener.close()
+
+
+def test_stop_signals_the_orphans_at_once_when_the_launcher_dies_first(procs: Procs) -> None:
+    """The launcher dies of its SIGTERM without stopping its tree: what is left is orphaned,
+    with no drain to wait for, so it gets SIGTERM at once rather than after half the grace."""
+    attempt, tree = start_tree(procs)
+    attempt.refresh()
+
+    report = attempt.stop(grace_s=20.0)
+
+    assert report.survivors == [] and report.killed == 0 and procs.live() == []
+    assert procs.signals(tree["sglang::scheduler_TP0"]) == [signal.SIGTERM]
+    assert report.duration_s < 5.0  # half the grace would be 10 s

@@ -7,7 +7,7 @@ import shlex
 import sys
 from typing import TextIO
 
-from exporter.config import Config, ConfigError, load_config
+from exporter.config import Config, ConfigError, load_config, nnodes, node_rank
 from exporter.redact import redact_command
 
 HELP = "validate a sglang-sentinel config file and show the launch command of each profile"
@@ -39,9 +39,18 @@ def report(path: str, config: Config) -> str:
     for index, profile in enumerate(config.profiles):
         command = redact_command(config.command(index))  # the output may land in CI logs
         rows += [f"  {index} {profile.name}", f"    {shlex.join(command)}"]
+    args = config.sglang.args
     rows += [
         f"state dir: {config.paths.state_dir}",
         f"log dir:   {config.paths.log_dir}",
-        f"metrics:   {config.metrics.address}",
+        f"metrics:   {config.metrics.address} (probes: /healthz /readyz /status)",
+        f"termination log: {config.paths.termination_log or 'none'}",
+        f"group:     rank {_known(node_rank(args))} of {_known(nnodes(args))} nodes; "
+        f"on a failure: {config.policy.group}",
+        f"give up:   {config.policy.on_give_up}",
     ]
     return "\n".join(rows) + "\n"
+
+
+def _known(number: int | None) -> str:
+    return "(set at deploy time)" if number is None else str(number)

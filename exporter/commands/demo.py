@@ -7,10 +7,13 @@ import logging
 import sys
 import time
 
-from exporter import demo, metrics
+from exporter import demo, endpoints, metrics
 from exporter.commands.run import configure_logging
 from exporter.sglang_cpu.install import SGLangInstallError, default_cache_dir, ensure_sglang
+from exporter.supervisor import signals
 from exporter.supervisor.daemon import Daemon
+from exporter.supervisor.states import ServerState
+from exporter.supervisor.termination import ExitCode
 
 HELP = (
     "run the daemon on the real SGLang (CPU, tiny model): a real crash and a fallback with "
@@ -28,7 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="exit once the second run serves (or its daemon gives up) instead of running on",
+        help="exit once the second run serves (or its daemon gives up) instead of running on; "
+        "SIGTERM or SIGINT stops SGLang and exits 0 in both modes",
     )
     parser.add_argument("--json", action="store_true", help="with --once: print a JSON summary")
     parser.add_argument("--metrics-port", type=int, default=0, help="default: a free port")
@@ -45,14 +49,19 @@ def run(args: argparse.Namespace) -> int:
         runtime = ensure_sglang(cache_dir=cache, progress=lambda line: say("setup: %s", line))
     except SGLangInstallError as error:
         print(f"sglang-sentinel demo: {error}", file=sys.stderr)
-        return 1
+        return ExitCode.ERROR
     workdir = cache / "demo" / time.strftime("%Y%m%d-%H%M%S")
     port = args.metrics_port or demo.free_port()
-    # One /metrics for both runs: it shows whichever daemon runs now.
+    # One /metrics and one set of probes for both runs: they show whichever daemon runs now.
     current: list[Daemon] = []
-    server, _thread = metrics.serve("127.0.0.1", port, lambda: current[-1].snapshot())
+    server, _thread = metrics.serve(
+        "127.0.0.1",
+        port,
+        lambda: current[-1].snapshot(),
+        endpoints.routes(lambda: current[-1].status()),
+    )
     url = f"http://127.0.0.1:{port}/metrics"
-    say("metrics: %s", url)
+    say("metrics: %s (probes: /healthz /readyz /status)", url)
     runs = []
     try:
         for mode in ("off", "fix"):
@@ -61,13 +70,14 @@ def run(args: argparse.Namespace) -> int:
             )
             say("demo run with policy.preflight = %r, config %s", mode, config.source)
             current.append(Daemon(config))
+            # Before its SGLang starts: SIGTERM and SIGINT stop it in both modes (with --once
+            # the loop runs in a thread; the handlers run in this one).
+            signals.install(current[-1])
             if mode == "fix" and not args.once:
-                try:
-                    return current[-1].run()
-                except KeyboardInterrupt:
-                    current[-1].request_stop()
-                    return 0
+                return current[-1].run()
             settled = demo.run_until_settled(current[-1], args.timeout, poll=lambda: None)
+            if settled is ServerState.STOPPED:  # a signal stopped it first: no further run
+                return int(current[-1].exit_code)
             runs.append(demo.summary(current[-1], settled, url))
         if args.json:
             print(demo.to_json(demo.comparison(runs)))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 
-from exporter import metrics
+from exporter import endpoints, metrics
 from exporter.config import ConfigError, load_config
 from exporter.notify import Notifier
+from exporter.supervisor import signals
 from exporter.supervisor.daemon import Daemon
+from exporter.supervisor.termination import ExitCode, message, write_message
 
 HELP = "launch and supervise SGLang as the config says, export /metrics, until stopped"
 
@@ -19,8 +20,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "run",
         help=HELP,
-        description=HELP + ". SIGTERM or SIGINT stops SGLang gracefully and exits; SIGHUP "
-        "re-reads the config (a bad one is reported and the running config kept).",
+        description=HELP + ". SIGTERM or SIGINT stops SGLang gracefully and exits; SIGQUIT "
+        "stops it at once; SIGHUP re-reads the config (a bad one is reported and the running "
+        "config kept). Exit status: 0 stopped on request, 1 could not run, 2 bad config, "
+        '3 gave up (policy.on_give_up = "exit"), 4 a rank of a multi-node group failed.',
     )
     parser.add_argument("--config", required=True, metavar="FILE", help="the TOML config")
     parser.add_argument(
@@ -45,23 +48,32 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigError as error:
         print(f"sglang-sentinel run: {error}", file=sys.stderr)
-        return 1
+        return ExitCode.USAGE
     # SGLang must not inherit NOTIFY_SOCKET: with NotifyAccess=main its messages are refused.
     daemon = Daemon(config, notifier=Notifier.from_environment(unset_environment=True))
+    signals.install(daemon)  # at once: a SIGTERM from now on stops the daemon cleanly
     listen = config.metrics
     try:
-        server, _thread = metrics.serve(listen.host, listen.port, daemon.snapshot)
-    except OSError as error:
-        print(
-            f"sglang-sentinel run: cannot serve metrics on {listen.address}: {error}",
-            file=sys.stderr,
+        server, _thread = metrics.serve(
+            listen.host, listen.port, daemon.snapshot, endpoints.routes(daemon.status)
         )
-        return 1
-    signal.signal(signal.SIGTERM, lambda *_: daemon.request_stop())
-    signal.signal(signal.SIGINT, lambda *_: daemon.request_stop())
-    signal.signal(signal.SIGHUP, lambda *_: daemon.request_reload())
-    logging.getLogger("sglang_sentinel").info("metrics on http://%s/metrics", listen.address)
+    except OSError as error:
+        reason = f"cannot serve metrics on {listen.address}: {error}"
+        print(f"sglang-sentinel run: {reason}", file=sys.stderr)
+        write_message(config.paths.termination_log, message(ExitCode.ERROR, None, reason))
+        return ExitCode.ERROR
+    logging.getLogger("sglang_sentinel").info(
+        "metrics on http://%s/metrics, probes on /healthz /readyz /status", listen.address
+    )
     try:
         return daemon.run()
+    except Exception as error:
+        # The daemon's own bug: say so where an operator looks, then fail.
+        logging.getLogger("sglang_sentinel").exception("internal error")
+        detail = f"{type(error).__name__}: {error}"
+        write_message(
+            config.paths.termination_log, message(ExitCode.ERROR, daemon.last_failure, detail)
+        )
+        return ExitCode.ERROR
     finally:
         server.shutdown()

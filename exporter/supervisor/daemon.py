@@ -18,10 +18,11 @@ from pathlib import Path
 
 import psutil
 
-from exporter.config import Config, ConfigError, load_config, render_flags
+from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
 from exporter.history import AttemptRecord, History, HistoryWriteError
 from exporter.logs.events import Event
 from exporter.logs.excerpt import Excerpt
@@ -35,6 +36,7 @@ from exporter.redact import mask_text, redact_command, secret_values
 from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.exits import ExitWatch
 from exporter.supervisor.flags import read_known_flags, unknown_flags
+from exporter.supervisor.group import group_exit, worker_ready
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.preflight import Preflight, check, disagreement
 from exporter.supervisor.processes import (
@@ -47,9 +49,11 @@ from exporter.supervisor.processes import (
     wait_port_free,
 )
 from exporter.supervisor.progress import Step
+from exporter.supervisor.reaper import Reaper
 from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
 from exporter.supervisor.startup import startup_overdue
 from exporter.supervisor.states import ServerState, check_transition
+from exporter.supervisor.termination import ExitCode, FailureReport, message, write_message
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
 from exporter.telemetry.probes import ProbeCollector, server_url
 from exporter.telemetry.processes import ProcessCollector, role_of
@@ -137,11 +141,23 @@ class Daemon:
         self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
+        # PID 1 or a subreaper inherits SGLang's orphans: reaped on SIGCHLD (signals.py).
+        self.reaper = Reaper(sessions=self._attempt_sessions)
+        self.heartbeat = Heartbeat()  # /healthz: the loop's ticks, as the watchdog sees them
+        self.last_failure: FailureReport | None = None
+        self.exit_code = ExitCode.STOPPED
+        self._stop_now = False  # SIGQUIT: stop SGLang without its drain
 
     # --- outside world -------------------------------------------------------------
-    def request_stop(self) -> None:
+    def request_stop(self, now: bool = False) -> None:
+        """Stop SGLang and end the loop; ``now`` skips SGLang's drain (SIGKILL at once)."""
+        self._stop_now = self._stop_now or now
         self._stop_requested = True
         self._exits.wake()
+
+    def wake_on(self, fd: int) -> None:
+        """Wake the loop whenever ``fd`` turns readable (signals.py: the signal wakeup pipe)."""
+        self._exits.wake_on(fd)
 
     def request_reload(self) -> None:
         self._reload_requested = True
@@ -172,10 +188,33 @@ class Daemon:
                 preflight=self._planned,
                 hangs=self._hangs,
                 remedies=dict(self._remedies),
+                reaped=dict(self.reaper.counts),
                 probes=self.probes.snapshot(),
                 processes=self.processes.snapshot(),
                 gpus=self.gpus.snapshot(),
             )
+
+    def status(self) -> DaemonStatus:
+        """What /healthz, /readyz and /status answer from."""
+        with self._lock:
+            attempt = self.attempt
+            args = self.config.sglang.args
+            return DaemonStatus(
+                state=self.state,
+                attempt=attempt.number if attempt else None,
+                profile=self._profile_label(attempt.profile_index) if attempt else None,
+                nnodes=nnodes(args),
+                node_rank=node_rank(args),
+                group=self.config.policy.group,
+                decision=self.last_decision.reason if self.last_decision else None,
+                last_failure=self.last_failure,
+                loop_age_s=self.heartbeat.age_s(),
+                loop_limit_s=liveness_limit_s(self.config.policy.stop_grace_s),
+            )
+
+    def _attempt_sessions(self) -> set[int]:
+        attempt = self.attempt
+        return {attempt.processes.session_id} if attempt else set()
 
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> int:
@@ -200,7 +239,7 @@ class Daemon:
             self.processes.stop()
             self.gpus.stop()
             self._exits.close()
-        return 0
+        return int(self.exit_code)
 
     def _until_next_tick(self) -> float:
         if self.state is ServerState.BACKOFF and self._backoff_until is not None:
@@ -216,6 +255,7 @@ class Daemon:
         """One pass of the loop: launch after backoff, notice an end, a stall, readiness."""
         # Only the main loop pings systemd's watchdog: if it stalls, the pings stop.
         self._notifier.watchdog()
+        self.heartbeat.beat()
         now = self._clock()
         if self.state is ServerState.BACKOFF and self._backoff_until is not None:
             if now >= self._backoff_until:
@@ -250,7 +290,7 @@ class Daemon:
             if evidence is not None:
                 log.warning("attempt %d: %s", attempt.number, evidence)
                 self._hung(Outcome(stalled=True, stall_evidence=evidence))
-            elif attempt.log.progress.ready:
+            elif attempt.log.progress.ready or self._worker_ready(attempt, now):
                 self._watch_health(attempt, now)
         else:
             self._watch_health(attempt, now)
@@ -498,6 +538,23 @@ class Daemon:
             log.warning("attempt %d: hung: %s", attempt.number, evidence)
             self._hung(Outcome(stalled=True, stall_evidence=evidence))
 
+    def _worker_ready(self, attempt: Attempt, now: float) -> bool:
+        """A non-leader rank prints no ready line and answers a dummy /health: it is ready
+        when its log shows its schedulers started and they are alive (group.py)."""
+        if not node_rank(self._args(attempt.profile_index)):  # the leader (or not rendered)
+            return False
+        alive = sum(
+            1
+            for member, title in attempt.titled.items()
+            if title == "sglang::scheduler" and member.alive()
+        )
+        if not worker_ready(attempt.log.progress, alive):
+            return False
+        with self._lock:
+            if attempt.log.ready_at is None:
+                attempt.log.ready_at = now
+        return True
+
     def _hang_evidence(self, attempt: Attempt, probes, now: float) -> str | None:
         """Alive but not progressing for hang_timeout_s: health probes failing all along, or
         requests waiting while no batch line comes (other lines do: uvicorn logs each of our
@@ -599,7 +656,7 @@ class Daemon:
         """The attempt ended (or is being ended): clean up, classify, record, decide."""
         attempt = self.attempt
         assert attempt is not None
-        report = attempt.processes.stop(self.config.policy.stop_grace_s)
+        report = attempt.processes.stop(0.0 if self._stop_now else self.config.policy.stop_grace_s)
         if report.survivors:
             log.error(
                 "attempt %d: %d process(es) survived SIGKILL: %s",
@@ -705,6 +762,16 @@ class Daemon:
             if failed:
                 self._failures[failure_class.value] += 1
                 self._last_failure[failure_class.value] = now
+                self.last_failure = FailureReport(
+                    number,
+                    self._profile_label(index),
+                    failure_class.value,
+                    result.root_cause_line,
+                    result.diagnosis,
+                    decision.reason if decision else None,
+                    str(attempt.log_path) if attempt else None,
+                    now,
+                )
             if decision is not None:
                 self._apply(decision, failure_class, now)
         if decision is not None:
@@ -728,6 +795,18 @@ class Daemon:
         else:
             self.gave_up_reason = decision.reason
             self._set_state(ServerState.GAVE_UP)
+            self._gave_up(decision)
+
+    def _gave_up(self, decision: Decision) -> None:
+        """The termination message, and the exit where the config asks for one (a rank of a
+        group always exits: the group controller recreates the group)."""
+        code = ExitCode.GROUP_MEMBER_FAILED if decision.group_exit else ExitCode.GAVE_UP
+        write_message(self.config.paths.termination_log, message(code, self.last_failure))
+        policy = self.config.policy
+        if decision.group_exit or policy.group == "exit" or policy.on_give_up == "exit":
+            log.error("exiting with status %d: %s", code, decision.reason)
+            self.exit_code = code
+            self._stop_requested = True
 
     def _decide(
         self,
@@ -751,7 +830,10 @@ class Daemon:
                 failure_class=failure_class.value,
             )
         )
-        return self._policy_decision(failure_class, index, attempts, now, events, confidence)
+        decision = self._policy_decision(failure_class, index, attempts, now, events, confidence)
+        if self.config.policy.group == "exit" and decision.relaunch:
+            return group_exit(failure_class.value, decision)
+        return decision
 
     def _policy_decision(
         self,
@@ -844,6 +926,16 @@ class Daemon:
             "resuming after attempt %d (%s): %s", last.attempt, last.failure_class, decision.reason
         )
         with self._lock:
+            self.last_failure = FailureReport(
+                last.attempt,
+                last.profile or self._profile_label(index),
+                failure_class.value,
+                last.root_cause_line,
+                last.diagnosis or "",
+                decision.reason,
+                last.log,
+                last.ended_at or now,
+            )
             self._apply(decision, failure_class, now)
 
     def _stop_untracked(self, attempts: Sequence[AttemptRecord]) -> None:

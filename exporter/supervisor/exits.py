@@ -29,6 +29,7 @@ class ExitWatch:
         self._pidfds: dict[int, ProcessIdentity] = {}
         self._checked: set[ProcessIdentity] = set()  # no pidfd: checked at each wake
         self._gone: list[ProcessIdentity] = []  # gone before they could be watched
+        self._drained: set[int] = set()  # readable fds that only wake (signal.set_wakeup_fd)
         # The fds are the kernel's, not Python's: close them when the watch is dropped.
         self._finalizer = weakref.finalize(self, _close_all, self._wake_fd, self._pidfds)
 
@@ -52,6 +53,13 @@ class ExitWatch:
         self._pidfds[fd] = identity
         self._poll.register(fd, select.POLLIN)
 
+    def wake_on(self, fd: int) -> None:
+        """Also end a ``wait`` whenever the non-blocking ``fd`` turns readable (drained each
+        time); the caller keeps it open. For the pipe of ``signal.set_wakeup_fd``: a signal
+        the kernel hands to another thread does not interrupt this one's poll."""
+        self._drained.add(fd)
+        self._poll.register(fd, select.POLLIN)
+
     def wait(self, timeout_s: float) -> list[ProcessIdentity]:
         """Sleep until woken, a watched process exits, or ``timeout_s`` passes; return the
         watched processes found gone (each once: it is no longer watched after)."""
@@ -63,6 +71,8 @@ class ExitWatch:
                     os.eventfd_read(fd)
             elif fd in self._pidfds:
                 gone.append(self._unwatch(fd))
+            elif fd in self._drained:
+                _drain(fd)
         for identity in [i for i in self._checked if not i.alive()]:
             self._checked.discard(identity)
             gone.append(identity)
@@ -88,6 +98,12 @@ class ExitWatch:
         self._poll.unregister(fd)
         os.close(fd)
         return self._pidfds.pop(fd)
+
+
+def _drain(fd: int) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while os.read(fd, 4096):
+            pass
 
 
 def _close_all(wake_fd: int, pidfds: dict[int, ProcessIdentity]) -> None:

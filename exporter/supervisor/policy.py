@@ -21,6 +21,7 @@ class Decision:
     delay_s: float
     reason: str  # one sentence a human can act on
     remedy: Remedy | None = None  # an automatic flag change on top of the profile
+    group_exit: bool = False  # a rank of a multi-node group exits instead (group.py)
 
 
 def may_retry_unchanged(failure_class: FailureClass, policy: Policy) -> bool:

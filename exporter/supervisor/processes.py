@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "port_free",
     "spawn",
     "wait_port_free",
+    "waited_pids",
 ]
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often stop() looks again while waiting for processes to go
 _CMDLINE_CHARS = 200
 _SCANS_TO_CLOSE = 2  # empty scans in a row after which an attempt's session is over
+_SPAWNED: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()  # see waited_pids()
 
 
 @dataclass(frozen=True, order=True)
@@ -120,8 +123,16 @@ def spawn(
         raise SpawnError(f"cannot start {argv[0]}: {exc}") from exc
     finally:
         os.close(fd)
+    _SPAWNED.add(popen)
     _unprotect_from_oom_killer(popen.pid)
     return popen
+
+
+def waited_pids() -> set[int]:
+    """The launchers spawn() started whose exit status their Popen has not collected yet:
+    a reaper must leave them to it (the status classifies the attempt). Registered before
+    spawn() returns, so even a launcher that dies at once is never taken from its Popen."""
+    return {popen.pid for popen in list(_SPAWNED) if popen.returncode is None}
 
 
 def _unprotect_from_oom_killer(pid: int) -> None:
@@ -189,9 +200,12 @@ class AttemptProcesses:
             # stranger holds the launcher's pid, our session is gone and any with its id is
             # the stranger's.
             found = []
+        # A new member found dead (a zombie nobody waited for yet) is the attempt's, and dead:
+        # no stop waits for it.
+        found_alive = [member for member in found if member.alive()]
         with self._lock:
             self._known.update(found)
-            live = sorted({*live, *found})
+            live = sorted({*live, *found_alive})
             self._empty_scans = 0 if live else self._empty_scans + 1
         return live
 
@@ -229,8 +243,8 @@ class AttemptProcesses:
 
         The launcher gets SIGTERM first and half the grace to drain: SGLang then stops its
         own tree, and a scheduler that received SIGTERM itself would die mid-drain and take
-        the crash path. Members still alive at half time (or orphans whose launcher is
-        gone) get SIGTERM too.
+        the crash path. Members still alive at half time, or once the launcher is gone
+        (orphans), get SIGTERM too.
         """
         started = time.monotonic()
         live = self._live()
@@ -243,7 +257,9 @@ class AttemptProcesses:
         while live and time.monotonic() < deadline:
             time.sleep(POLL_S)
             live = self._live()
-            if leader_first and time.monotonic() >= members_at:
+            # Once the launcher is gone, what is left of its tree is orphaned: no drain to
+            # wait for any more.
+            if leader_first and (time.monotonic() >= members_at or self.leader not in live):
                 terminated += sum(_send(m, signal.SIGTERM) for m in live if m != self.leader)
                 leader_first = False
         killed: set[ProcessIdentity] = set()

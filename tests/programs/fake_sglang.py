@@ -100,6 +100,10 @@ def main() -> int:
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--report", metavar="PATH", help="write uid and secret digests here")
     parser.add_argument("--api-key", help="SGLang's flag, taken and not used")
+    # A rank of a multi-node group, as SGLang's flags say it; taken and not used.
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--node-rank", type=int, default=0)
+    parser.add_argument("--dist-init-addr")
     parser.add_argument(
         "--echo-server-args",
         action="store_true",
