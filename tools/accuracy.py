@@ -28,6 +28,7 @@ LABELLED_SETS = {
     "corpus": CORPUS,
     "heldout": DATA / "heldout",
     "heldout2": DATA / "heldout2",
+    "heldout3": DATA / "heldout3",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -106,5 +106,9 @@ def source_line(ordered: Sequence[LogLine], frame: Frame) -> int | None:
     if following < len(ordered) and frame_at(ordered, following) is None:
         message = ordered[following].message
         if message and not message.startswith(("Traceback", "[")) and ":" not in message[:1]:
+            # "assert (" opens a statement spread over lines: its condition says what failed
+            opened = message.endswith("(") and following + 1 < len(ordered)
+            if opened and frame_at(ordered, following + 1) is None:
+                return following + 1
             return following
     return None

@@ -41,6 +41,8 @@ _EXIT_SCORE = 14
 _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
 _STARVED_GB = 0.5
 _FULL_USAGE = 0.99
+_SEQUENCE = re.compile(r"SeqNum=(\d+)")
+_FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
 _STATEMENT_MIN = 24  # an exception message this long, said earlier too, was said first there
 
@@ -131,6 +133,13 @@ def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[Failure
     """The class, and whether the log showed what it needed to name it."""
     if signature.resolve is Resolve.OUT_OF_MEMORY:
         return where_oom(attempt, root)
+    if signature.resolve is Resolve.COLLECTIVE_TIMEOUT:
+        # Serving before it, or NCCL's own count of collectives done (SeqNum): a group that
+        # worked and then stuck hangs; one whose first collectives never completed never formed.
+        served = any(event.kind in SERVING for position, event in attempt.steps if position <= root)
+        count = _SEQUENCE.search(attempt.ordered[root].message)
+        worked = served or (count is not None and int(count.group(1)) > _FIRST_COLLECTIVES)
+        return (FailureClass.HANG_TIMEOUT if worked else FailureClass.DISTRIBUTED_INIT), True
     if signature.resolve is Resolve.NATIVE_CRASH:
         backtrace = " ".join(line.message for line in attempt.ordered[root : root + 30]).lower()
         nccl = "nccl" in backtrace

@@ -54,6 +54,8 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
             "/triton/",
             "triton_ops",
             "triton_kernels",
+            "fused_moe_triton/",
+            "_kernel.py:",  # quantization/fp8_kernel.py, int8_kernel.py: Triton kernels
             "/flashinfer/",
             "deep_gemm",
             "/deep_ep/",

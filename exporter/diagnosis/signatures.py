@@ -30,6 +30,8 @@ class Resolve(enum.Enum):
     # A collective that may have failed because an allocation did (NCCL's "Failed to CUDA
     # calloc"): memory becomes the runner-up.
     COLLECTIVE = "collective"
+    # A collective that timed out: a hang once serving, the group never formed before.
+    COLLECTIVE_TIMEOUT = "collective_timeout"
 
 
 @dataclass(frozen=True)
@@ -449,10 +451,18 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "watchdog",
         C.HANG_TIMEOUT,
-        ("atchdog timeout", "collective operation timeout"),
-        r"[Ww]atchdog timeout \(|Watchdog caught collective operation timeout",
+        "atchdog timeout",
+        r"[Ww]atchdog timeout \(",
         100,
         phase=Phase.RUNTIME,
+    ),
+    sig(
+        "collective_timeout",
+        C.HANG_TIMEOUT,
+        "collective operation timeout",
+        r"Watchdog caught collective operation timeout",
+        100,
+        Resolve.COLLECTIVE_TIMEOUT,
     ),
     sig(
         "health_check",

@@ -27,6 +27,10 @@ _FOREIGN_PREFIXES = (
     re.compile(r"(?P<fts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?) "),
     # docker compose: "sglang-1  | "
     re.compile(r"[\w.-]+\s+\| "),
+    # kubectl logs --prefix: "[pod/ds-r1-lws-0/sglang] "
+    re.compile(r"\[pod/[\w.-]+/[\w.-]+\] "),
+    # a Ray worker's output: "(ServeReplica:app:SGLang pid=5120) ", "(task, pid=412, ip=10.0.0.2) "
+    re.compile(r"\((?:[\w:.-]+,? )?pid=\d+(?:, ip=[\d.]+)?\) "),
     # torch distributed: "[rank3]:"
     re.compile(r"\[rank\d+\]:"),
 )
@@ -61,7 +65,7 @@ def parse_line(number: int, raw: str) -> LogLine:
     foreign_ts = None
     # Each foreign wrapper starts with something other than "[" except torch's "[rankN]:",
     # so a line opening with SGLang's own "[" skips the search (most lines of a log).
-    if not text.startswith("[") or text.startswith("[rank"):
+    if not text.startswith("[") or text.startswith(("[rank", "[pod/")):
         for pattern in _FOREIGN_PREFIXES:
             match = pattern.match(text)
             if match:
