@@ -18,10 +18,14 @@ from pathlib import Path
 
 import psutil
 
+from exporter.attempt.attempt_log import AttemptLog
+from exporter.attempt.progress import Step
+from exporter.attempt.snapshot import Snapshot
+from exporter.attempt.states import ServerState, check_transition
 from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
 from exporter.history import AttemptRecord, History, HistoryWriteError
 from exporter.logs.events import Event
@@ -29,11 +33,9 @@ from exporter.logs.excerpt import Excerpt
 from exporter.logs.lines import LogLine
 from exporter.logs.reader import read_excerpt
 from exporter.logs.tailer import LogTailer
-from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
 from exporter.plan_inputs import gather
 from exporter.redact import mask_text, redact_command, secret_values
-from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.exits import ExitWatch
 from exporter.supervisor.flags import read_known_flags, unknown_flags
 from exporter.supervisor.group import group_exit, worker_ready
@@ -48,15 +50,13 @@ from exporter.supervisor.processes import (
     spawn,
     wait_port_free,
 )
-from exporter.supervisor.progress import Step
 from exporter.supervisor.reaper import Reaper
-from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
+from exporter.supervisor.remedies import Remedy, remedy_for
 from exporter.supervisor.startup import startup_overdue
-from exporter.supervisor.states import ServerState, check_transition
-from exporter.supervisor.termination import ExitCode, FailureReport, message, write_message
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
 from exporter.telemetry.probes import ProbeCollector, server_url
 from exporter.telemetry.processes import ProcessCollector, role_of
+from exporter.termination import ExitCode, FailureReport, message, write_message
 
 log = logging.getLogger("sglang_sentinel")
 
