@@ -23,9 +23,9 @@ import httpx
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.history import History
+from exporter.identity import ProcessIdentity
 from exporter.notify import Notifier
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.processes import ProcessIdentity
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]

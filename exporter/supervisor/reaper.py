@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.attempt.snapshot import REAPED_ORIGINS
-from exporter.supervisor.processes import ProcessIdentity, identify, waited_pids
+from exporter.identity import ProcessIdentity, identify
+from exporter.supervisor.processes import waited_pids
 
 __all__ = ["Reaped", "Reaper", "become_subreaper", "is_subreaper", "reapable"]
 

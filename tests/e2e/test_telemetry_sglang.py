@@ -10,7 +10,7 @@ import httpx
 
 from exporter.attempt.states import ServerState
 from exporter.history import History
-from exporter.supervisor.processes import ProcessIdentity, describe
+from exporter.identity import ProcessIdentity, describe
 from tests.conftest import free_port
 from tests.e2e.conftest import write_config
 
