@@ -38,6 +38,7 @@ RULES = (
     Rule("identity", ONLY, (), "a process named by pid and start time: under all process code"),
     Rule("exposition", ONLY, (), "the text format and its server know no metric of ours"),
     Rule("logs", ONLY, (), "lines -> events: the bottom of the pipeline"),
+    Rule("sglang", ONLY, ("logs",), "what SGLang is and says, apart from our machinery"),
     Rule("attempt", ONLY, ("logs", "sglang"), "pure folds of one attempt's log: no I/O, no policy"),
     Rule("diagnosis", ONLY, ("logs", "sglang"), "one log -> one classification, pure"),
     Rule(
@@ -47,6 +48,7 @@ RULES = (
         "a source is read beside the log: it never acts, writes the attempt's state or exports",
     ),
     Rule("metrics", NEVER, ("supervisor", "policy"), "families come from the Snapshot alone"),
+    Rule("supervisor", NEVER, ("metrics",), "the loop fills the Snapshot; a scrape renders it"),
     Rule("commands", ONLY_BY, ("cli",), "a command is an entry point, never a library"),
     Rule("cli", ONLY_BY, (), "the command line is the top: nothing builds on it"),
 )
