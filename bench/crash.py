@@ -39,12 +39,12 @@ from bench.common import REPO, emit, free_port, note, percentile, write_daemon_c
 from bench.ingest import repeat_log, startup_lines
 from bench.loggen import write_log
 from bench.previous import export_previous, run_module
+from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.logs.tailer import LogTailer
 from exporter.supervisor import daemon as daemon_module
 from exporter.supervisor.daemon import TICK_S, Daemon
 from exporter.supervisor.processes import AttemptProcesses
-from exporter.supervisor.states import ServerState
 
 INCIDENT_LOG = REPO / "tests" / "golden" / "sglang-0.5.9-pool-init-oom-incident.log"
 RUNS = 30

@@ -36,9 +36,9 @@ from bench.common import (
 )
 from bench.loggen import Truth, write_log
 from bench.metrics_proc import Follower
+from exporter.attempt.progress import AttemptProgress
 from exporter.logs.reader import LogReader
 from exporter.logs.tailer import LogTailer
-from exporter.supervisor.progress import AttemptProgress
 
 MTAIL_PROGS = REPO / "bench" / "mtail"
 TARGET_RATIO = 3.0

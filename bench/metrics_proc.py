@@ -21,12 +21,13 @@ import threading
 import time
 from collections import Counter
 
+from exporter.attempt.attempt_log import AttemptLog
+from exporter.attempt.progress import AttemptProgress, RankPools, RuntimeStats, Step
+from exporter.attempt.snapshot import Snapshot
+from exporter.attempt.states import ServerState
+from exporter.identity import ProcessIdentity
 from exporter.logs.tailer import LogTailer
-from exporter.metrics import Snapshot, serve
-from exporter.supervisor.attempt_log import AttemptLog
-from exporter.supervisor.processes import ProcessIdentity
-from exporter.supervisor.progress import AttemptProgress, RankPools, RuntimeStats, Step
-from exporter.supervisor.states import ServerState
+from exporter.metrics import serve
 from exporter.telemetry.gpu import OURS, GpuDevice, GpuProcess, GpuSnapshot
 from exporter.telemetry.health import CollectorHealth
 from exporter.telemetry.probes import ProbeResult, ProbeSnapshot

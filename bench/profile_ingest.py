@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 from bench.loggen import write_log
+from exporter.attempt.progress import AttemptProgress
 from exporter.logs.grammar import grammar_for, parse_event
 from exporter.logs.lines import parse_line
 from exporter.logs.reader import LogReader
 from exporter.logs.tailer import TAILER_BATCH_BYTES, FileFollower
 from exporter.logs.tracebacks import TracebackAssembler
-from exporter.supervisor.progress import AttemptProgress
 
 
 def batches(path: Path):

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from exporter.diagnosis.taxonomy import FailureClass
-from exporter.supervisor.termination import default_termination_log
+from exporter.termination import default_termination_log
 
 FlagValue = str | int | float | bool | list[str | int | float]
 Key = tuple[str | int, ...]  # a key's path from the document root; ints index arrays

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from exporter.attempt.states import ServerState
 from exporter.config import Config, load_config
 from exporter.history import History
 from exporter.sglang_cpu.install import SGLangRuntime
 from exporter.sglang_cpu.models import write_tiny_model
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.states import ServerState
 
 DEMO_CONFIG = """\
 # The demo's config, written by `sglang-sentinel demo`. A valid daemon config:

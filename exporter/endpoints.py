@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from exporter.attempt.states import ServerState
 from exporter.exposition import Response
-from exporter.supervisor.states import ServerState
-from exporter.supervisor.termination import FailureReport
+from exporter.termination import FailureReport
 
 __all__ = [
     "DaemonStatus",

@@ -10,17 +10,15 @@ ranks), never from raw log text or pids.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from exporter import __version__, exposition
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.attempt.progress import COUNTED_STEPS, AttemptProgress
+from exporter.attempt.snapshot import REAPED_ORIGINS, Snapshot
+from exporter.attempt.states import ServerState
+from exporter.diagnosis.planner import VERDICTS
+from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
 from exporter.exposition import Family
-from exporter.supervisor.preflight import VERDICTS, Preflight
-from exporter.supervisor.progress import COUNTED_STEPS, AttemptProgress
-from exporter.supervisor.reaper import ORIGINS as REAPED_ORIGINS
-from exporter.supervisor.remedies import REMEDIED
-from exporter.supervisor.states import ServerState
-from exporter.telemetry.gpu import GpuSnapshot, gpu_families
+from exporter.telemetry.gpu import gpu_families
 from exporter.telemetry.health import collector_families
 from exporter.telemetry.probes import PROBES, ProbeSnapshot
 from exporter.telemetry.processes import ROLES, ProcessSnapshot
@@ -29,30 +27,6 @@ NAMESPACE = "sglang_sentinel"
 FAILURE_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)
 RESTART_REASONS = (*FAILURE_CLASSES, "config_reload")
 REMEDY_CLASSES = tuple(sorted(c.value for c in REMEDIED))
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    state: ServerState
-    profile: str | None = None
-    profile_index: int | None = None
-    attempts_total: int = 0
-    restarts: Mapping[str, int] = field(default_factory=dict)  # reason -> count
-    failures: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
-    last_failure_time: Mapping[str, float] = field(default_factory=dict)
-    startup_duration_s: float | None = None
-    progress: AttemptProgress | None = None
-    log_lines: Mapping[bool, int] = field(default_factory=dict)  # matched? -> count
-    last_line_time: float | None = None
-    last_batch_time: float | None = None
-    last_progress_time: float | None = None
-    preflight: Preflight | None = None  # of the next or current launch
-    hangs: int = 0
-    remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
-    reaped: Mapping[str, int] = field(default_factory=dict)  # origin -> zombies reaped
-    probes: ProbeSnapshot | None = None
-    processes: ProcessSnapshot | None = None
-    gpus: GpuSnapshot | None = None
 
 
 def _gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Family:
@@ -108,7 +82,7 @@ def families(snap: Snapshot) -> list[Family]:
 
     out += _pool_families(snap.progress)
     out += _startup_families(snap.progress, snap.last_progress_time)
-    out += _planned_families(snap.preflight)
+    out += _planned_families(snap)
 
     lines = _counter("log_lines", "Log lines read, by whether the grammar knew them.", ["matched"])
     for matched in (True, False):
@@ -243,7 +217,7 @@ def _startup_families(progress: AttemptProgress | None, last: float | None) -> l
     return [ratio, moved]
 
 
-def _planned_families(preflight: Preflight | None) -> list[Family]:
+def _planned_families(snap: Snapshot) -> list[Family]:
     tokens = _gauge(
         "planned_kv_cache_tokens",
         "KV cache tokens the pre-flight predicts for the next or current launch.",
@@ -253,6 +227,7 @@ def _planned_families(preflight: Preflight | None) -> list[Family]:
         "1 for the pre-flight's verdict on the next or current launch's command, else 0.",
         ["verdict"],
     )
+    preflight = snap.preflight
     if preflight is not None:
         if preflight.planned_tokens is not None:
             tokens.add([], preflight.planned_tokens)

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.metrics import Snapshot, families
-from exporter.supervisor.states import ServerState
+from exporter.attempt.snapshot import Snapshot
+from exporter.attempt.states import ServerState
+from exporter.metrics import families
 from exporter.telemetry.gpu import GpuSnapshot, gpu_families
 from tests.metric_names import EXPORTED_METRICS
 

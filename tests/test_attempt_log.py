@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from itertools import count
 
+from exporter.attempt.attempt_log import AttemptLog
+from exporter.attempt.progress import Step
 from exporter.diagnosis.classify import classify
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.logs.reader import LogReader, read_log
-from exporter.supervisor.attempt_log import AttemptLog
-from exporter.supervisor.progress import Step
 from tests.conftest import GOLDEN
 
 SERVING = (GOLDEN / "sglang-0.5.9-serve-hybrid-tp2.log").read_text().splitlines()

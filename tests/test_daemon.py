@@ -20,12 +20,12 @@ from pathlib import Path
 
 import httpx
 
+from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.history import History
+from exporter.identity import ProcessIdentity
 from exporter.notify import Notifier
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.processes import ProcessIdentity
-from exporter.supervisor.states import ServerState
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[1]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
+from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.history import History
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.states import ServerState
 from tests.test_daemon import identities, in_thread, stop, wait_for, write
 from tests.test_planner import A6000, INCIDENT, QWEN36
 

@@ -370,7 +370,7 @@ def test_every_exported_metric_has_a_panel(promql):
 
 
 def test_server_state_panels_decode_every_state(dashboard):
-    from exporter.supervisor.states import ServerState
+    from exporter.attempt.states import ServerState
 
     panels = [
         p

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from exporter.identity import ProcessIdentity, identify
 from exporter.supervisor.exits import ExitWatch
-from exporter.supervisor.processes import ProcessIdentity, identify
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

@@ -8,12 +8,13 @@ import subprocess
 from hypothesis import given, settings
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.attempt.progress import AttemptProgress
+from exporter.attempt.snapshot import Snapshot
+from exporter.attempt.states import ServerState
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.exposition import render
 from exporter.logs.reader import read_log
-from exporter.metrics import Snapshot, families
-from exporter.supervisor.progress import AttemptProgress
-from exporter.supervisor.states import ServerState
+from exporter.metrics import families
 from tests.conftest import GOLDEN, exposed_samples
 from tests.test_fuzz_logs import logs
 

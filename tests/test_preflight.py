@@ -9,7 +9,7 @@ import json
 import pytest
 
 from exporter.commands.history import table
-from exporter.diagnosis.planner import GIB, PlanError
+from exporter.diagnosis.planner import GIB, UNKNOWN, PlanError, PlanInputs
 from exporter.history import History
 from exporter.plan_inputs import (
     PlanInputError,
@@ -21,7 +21,7 @@ from exporter.plan_inputs import (
 )
 from exporter.sglang_cpu.models import model_config
 from exporter.supervisor import preflight as preflight_module
-from exporter.supervisor.preflight import UNKNOWN, PlanInputs, check, disagreement
+from exporter.supervisor.preflight import check, disagreement
 from tests.conftest import DATA
 from tests.test_planner import A6000, INCIDENT, QWEN36, cli
 

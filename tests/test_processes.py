@@ -20,12 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from exporter.identity import ProcessIdentity, describe, identify
 from exporter.supervisor.processes import (
     AttemptProcesses,
-    ProcessIdentity,
     SpawnError,
-    describe,
-    identify,
     port_free,
     spawn,
     wait_port_free,

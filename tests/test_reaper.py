@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from exporter.supervisor.processes import identify, spawn, waited_pids
+from exporter.identity import identify
+from exporter.supervisor.processes import spawn, waited_pids
 from exporter.supervisor.reaper import Reaper, reapable
 
 REPO = Path(__file__).resolve().parents[1]

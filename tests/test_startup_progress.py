@@ -3,14 +3,15 @@ stall check built on it, and their metrics."""
 
 from __future__ import annotations
 
+from exporter.attempt.attempt_log import AttemptLog
+from exporter.attempt.progress import AttemptProgress, Step
+from exporter.attempt.snapshot import Snapshot
+from exporter.attempt.states import ServerState
 from exporter.logs.events import EventKind
 from exporter.logs.reader import read_log
-from exporter.metrics import Snapshot, families
-from exporter.supervisor.attempt_log import AttemptLog
+from exporter.metrics import families
 from exporter.supervisor.preflight import Preflight
-from exporter.supervisor.progress import AttemptProgress, Step
 from exporter.supervisor.startup import startup_overdue
-from exporter.supervisor.states import ServerState
 from tests.conftest import exposed_samples
 
 # As 0.5.9 prints them (sglang-internals.md §8.2 and §2.4): the shard bar one line per

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exporter.diagnosis.taxonomy import DETERMINISTIC, SPECS, FailureClass
-from exporter.supervisor.remedies import REMEDIED, remedy_for
+from exporter.diagnosis.taxonomy import DETERMINISTIC, REMEDIED, SPECS, FailureClass
+from exporter.supervisor.remedies import remedy_for
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

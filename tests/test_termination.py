@@ -10,11 +10,11 @@ from pathlib import Path
 
 import httpx
 
+from exporter.attempt.states import ServerState
 from exporter.endpoints import DaemonStatus, Heartbeat, healthz, liveness_limit_s, readyz, routes
 from exporter.endpoints import status as status_answer
 from exporter.exposition import gauge, serve
-from exporter.supervisor.states import ServerState
-from exporter.supervisor.termination import (
+from exporter.termination import (
     MESSAGE_LIMIT_BYTES,
     ExitCode,
     FailureReport,

@@ -8,12 +8,12 @@ import sys
 import time
 
 from exporter import demo, endpoints, metrics
+from exporter.attempt.states import ServerState
 from exporter.commands.run import configure_logging
 from exporter.sglang_cpu.install import SGLangInstallError, default_cache_dir, ensure_sglang
 from exporter.supervisor import signals
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.states import ServerState
-from exporter.supervisor.termination import ExitCode
+from exporter.termination import ExitCode
 
 HELP = (
     "run the daemon on the real SGLang (CPU, tiny model): a real crash and a fallback with "

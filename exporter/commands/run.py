@@ -11,7 +11,7 @@ from exporter.config import ConfigError, load_config
 from exporter.notify import Notifier
 from exporter.supervisor import signals
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.termination import ExitCode, message, write_message
+from exporter.termination import ExitCode, message, write_message
 
 HELP = "launch and supervise SGLang as the config says, export /metrics, until stopped"
 

@@ -218,3 +218,6 @@ SPECS: dict[FailureClass, ClassSpec] = {
 }
 # Failures that repeat identically when the same command is run again.
 DETERMINISTIC = frozenset(c for c, spec in SPECS.items() if not spec.retry_unchanged)
+# The classes an automatic change can address (supervisor/remedies.py); the others need a
+# human or a retry.
+REMEDIED = frozenset(c for c, spec in SPECS.items() if spec.automatic_remedy)

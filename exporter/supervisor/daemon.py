@@ -18,45 +18,38 @@ from pathlib import Path
 
 import psutil
 
+from exporter.attempt.attempt_log import AttemptLog
+from exporter.attempt.progress import Step
+from exporter.attempt.snapshot import Snapshot
+from exporter.attempt.states import ServerState, check_transition
 from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
 from exporter.history import AttemptRecord, History, HistoryWriteError
+from exporter.identity import ProcessIdentity, describe, identify
 from exporter.logs.events import Event
 from exporter.logs.excerpt import Excerpt
 from exporter.logs.lines import LogLine
 from exporter.logs.reader import read_excerpt
 from exporter.logs.tailer import LogTailer
-from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
 from exporter.plan_inputs import gather
 from exporter.redact import mask_text, redact_command, secret_values
-from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.exits import ExitWatch
 from exporter.supervisor.flags import read_known_flags, unknown_flags
 from exporter.supervisor.group import group_exit, worker_ready
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.preflight import Preflight, check, disagreement
-from exporter.supervisor.processes import (
-    AttemptProcesses,
-    ProcessIdentity,
-    SpawnError,
-    describe,
-    identify,
-    spawn,
-    wait_port_free,
-)
-from exporter.supervisor.progress import Step
+from exporter.supervisor.processes import AttemptProcesses, SpawnError, spawn, wait_port_free
 from exporter.supervisor.reaper import Reaper
-from exporter.supervisor.remedies import REMEDIED, Remedy, remedy_for
+from exporter.supervisor.remedies import Remedy, remedy_for
 from exporter.supervisor.startup import startup_overdue
-from exporter.supervisor.states import ServerState, check_transition
-from exporter.supervisor.termination import ExitCode, FailureReport, message, write_message
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
 from exporter.telemetry.probes import ProbeCollector, server_url
-from exporter.telemetry.processes import ProcessCollector, role_of
+from exporter.telemetry.processes import Members, ProcessCollector, role_of
+from exporter.termination import ExitCode, FailureReport, message, write_message
 
 log = logging.getLogger("sglang_sentinel")
 
@@ -137,7 +130,7 @@ class Daemon:
             on_snapshot=self._exits.wake,
             wants_loads=self._scheduler_quiet,
         )
-        self.processes = ProcessCollector(lambda: self.attempt.processes if self.attempt else None)
+        self.processes = ProcessCollector(self.attempt_members)
         self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
@@ -193,6 +186,14 @@ class Daemon:
                 processes=self.processes.snapshot(),
                 gpus=self.gpus.snapshot(),
             )
+
+    def attempt_members(self) -> Members | None:
+        """The current attempt's launcher and live members, for the process collector (on
+        its thread): finding new members is the daemon's, as often as the collector looks."""
+        attempt = self.attempt
+        if attempt is None:
+            return None
+        return attempt.processes.leader, attempt.processes.refresh()
 
     def status(self) -> DaemonStatus:
         """What /healthz, /readyz and /status answer from."""

@@ -15,7 +15,7 @@ import os
 import select
 import weakref
 
-from exporter.supervisor.processes import ProcessIdentity, identify
+from exporter.identity import ProcessIdentity, identify
 
 
 class ExitWatch:

@@ -9,8 +9,8 @@ group controller (LeaderWorkerSet, RBG) recreate the whole group. So with
 
 from __future__ import annotations
 
+from exporter.attempt.progress import AttemptProgress, Step
 from exporter.supervisor.policy import Decision
-from exporter.supervisor.progress import AttemptProgress, Step
 
 __all__ = ["group_exit", "worker_ready"]
 

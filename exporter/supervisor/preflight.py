@@ -12,32 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from exporter.config import FlagValue
-from exporter.diagnosis.planner import FITS, Calibration, Plan, PlanError, plan
-from exporter.diagnosis.taxonomy import FailureClass
+from exporter.diagnosis.planner import (
+    FITS,
+    UNKNOWN,
+    VERDICTS,
+    Plan,
+    PlanError,
+    PlanInputs,
+    plan,
+)
 from exporter.supervisor.remedies import Remedy, cheapest_fit, what_ate
 
-UNKNOWN = "unknown"
-# What the planner can predict, plus "unknown": the closed set of planned_verdict's labels.
-VERDICTS = (
-    FITS,
-    FailureClass.POOL_INIT_OOM.value,
-    FailureClass.MAMBA_CACHE_EXHAUSTED.value,
-    FailureClass.CUDA_GRAPH_OOM.value,
-    FailureClass.INVALID_ARGUMENT.value,
-    UNKNOWN,
-)
 # Predicted failures that the cheapest fitting change of the planner averts.
 SIZING_FAILURES = frozenset(VERDICTS[1:4])
 DISAGREEMENT = 0.02  # prediction vs SGLang's logged KV tokens: more than this is worth a line
-
-
-@dataclass(frozen=True)
-class PlanInputs:
-    model_config: Mapping[str, object]
-    device_memory_bytes: int
-    devices: int
-    memory_source: str
-    calibration: Calibration | None  # from an earlier attempt of the same setup
 
 
 @dataclass(frozen=True)

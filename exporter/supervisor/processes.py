@@ -3,9 +3,9 @@
 SGLang's launcher is started in a session of its own, so its session id is its pid. Its
 children (schedulers, detokenizer, the multiprocessing resource tracker, a ``g++`` forked by
 torch) inherit that session even when their parent dies and they are reparented to PID 1,
-so the session, not the parent chain, is what finds them. A process is named by its pid
-*and* start time: the pid alone may have been reused by a stranger, and the daemon never
-signals a process it did not start.
+so the session, not the parent chain, is what finds them. A process is named by its
+identity (exporter/identity.py: pid and start time), and the daemon never signals a process
+it did not start.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from pathlib import Path
 
 import psutil
 
+from exporter.identity import ProcessIdentity, identify
+
 __all__ = [
     "AttemptProcesses",
-    "ProcessIdentity",
     "SpawnError",
     "StopReport",
-    "describe",
-    "identify",
     "port_free",
     "spawn",
     "wait_port_free",
@@ -40,57 +39,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often stop() looks again while waiting for processes to go
-_CMDLINE_CHARS = 200
 _SCANS_TO_CLOSE = 2  # empty scans in a row after which an attempt's session is over
 _SPAWNED: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()  # see waited_pids()
-
-
-@dataclass(frozen=True, order=True)
-class ProcessIdentity:
-    """A process as it was seen: pid plus ``psutil.Process.create_time()``."""
-
-    pid: int
-    create_time: float
-
-    def alive(self) -> bool:
-        """True iff this very process still exists and is not a zombie."""
-        try:
-            proc = psutil.Process(self.pid)
-            with proc.oneshot():
-                return (
-                    proc.create_time() == self.create_time and proc.status() != psutil.STATUS_ZOMBIE
-                )
-        except psutil.Error:
-            return False
-
-    def to_json(self) -> dict:
-        return {"pid": self.pid, "create_time": self.create_time}
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> ProcessIdentity:
-        return cls(pid=int(d["pid"]), create_time=float(d["create_time"]))
-
-
-def identify(pid: int) -> ProcessIdentity | None:
-    """The identity of the process now holding ``pid`` (zombies included), or None."""
-    try:
-        return ProcessIdentity(pid, psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
-
-
-def describe(identity: ProcessIdentity) -> dict:
-    """Name and command line of the process, for logs; None for what can't be read."""
-    info: dict = {"pid": identity.pid, "name": None, "cmdline": None}
-    try:
-        proc = psutil.Process(identity.pid)
-        with proc.oneshot():
-            if proc.create_time() == identity.create_time:
-                info["name"] = proc.name()
-                info["cmdline"] = " ".join(proc.cmdline())[:_CMDLINE_CHARS]
-    except psutil.Error:
-        pass
-    return info
 
 
 class SpawnError(Exception):

@@ -19,7 +19,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.supervisor.processes import ProcessIdentity, identify, waited_pids
+from exporter.attempt.snapshot import REAPED_ORIGINS
+from exporter.identity import ProcessIdentity, identify
+from exporter.supervisor.processes import waited_pids
 
 __all__ = ["Reaped", "Reaper", "become_subreaper", "is_subreaper", "reapable"]
 
@@ -27,7 +29,6 @@ log = logging.getLogger(__name__)
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
-ORIGINS = ("attempt", "other")  # the label values of the reaped-processes counter
 
 
 def _prctl(option: int, arg: int | ctypes.c_void_p) -> int:
@@ -77,7 +78,7 @@ class Reaper:
     ) -> None:
         self._claimed = claimed
         self._sessions = sessions
-        self.counts: Counter[str] = Counter({origin: 0 for origin in ORIGINS})
+        self.counts: Counter[str] = Counter({origin: 0 for origin in REAPED_ORIGINS})
 
     def reap(self) -> list[Reaped]:
         own_session = os.getsid(0)

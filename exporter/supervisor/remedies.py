@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from exporter.config import FlagValue
 from exporter.diagnosis.planner import Plan, Suggestion
-from exporter.diagnosis.taxonomy import SPECS, FailureClass
+from exporter.diagnosis.taxonomy import FailureClass
 
 GIB = 1 << 30
 FRACTION_STEP = 0.05
@@ -23,10 +23,6 @@ FRACTION_FLOOR = 0.5  # below this the pools starve; a human should look instead
 GRAPH_BS_FLOOR = 1
 CHUNK_FLOOR = 256
 REQUESTS_FLOOR = 1
-
-
-# The classes an automatic change can address; the others need a human or a retry.
-REMEDIED = frozenset(c for c, spec in SPECS.items() if spec.automatic_remedy)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ early. policy.startup_stall_s is the first, policy.startup_timeout_s the outer c
 
 from __future__ import annotations
 
-from exporter.supervisor.progress import AttemptProgress
+from exporter.attempt.progress import AttemptProgress
 
 
 def startup_overdue(

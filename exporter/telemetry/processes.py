@@ -11,16 +11,18 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import psutil
 
-from exporter.supervisor.processes import AttemptProcesses, ProcessIdentity
+from exporter.identity import ProcessIdentity
 from exporter.telemetry.health import CollectorHealth
 
 _TP_RANK = re.compile(r"TP(\d+)")
 ROLES = ("launcher", "scheduler", "detokenizer", "other")
+# An attempt's processes as the daemon knows them: (its launcher, its live members).
+Members = tuple[ProcessIdentity, Sequence[ProcessIdentity]]
 
 
 def role_of(cmdline: str, is_leader: bool) -> tuple[str, str]:
@@ -57,9 +59,8 @@ class ProcessSnapshot:
         return {p.identity.pid: (p.role, p.tp_rank) for p in self.processes}
 
 
-def inspect(processes: AttemptProcesses) -> list[ProcessInfo]:
+def inspect(leader: ProcessIdentity, members: Sequence[ProcessIdentity]) -> list[ProcessInfo]:
     """One pass over the attempt's live members (a vanished one is skipped)."""
-    members = processes.refresh()
     pids = {member.pid for member in members}
     found = []
     for member in members:
@@ -68,7 +69,7 @@ def inspect(processes: AttemptProcesses) -> list[ProcessInfo]:
             with proc.oneshot():
                 if proc.create_time() != member.create_time:
                     continue
-                role, rank = role_of(" ".join(proc.cmdline()), member == processes.leader)
+                role, rank = role_of(" ".join(proc.cmdline()), member == leader)
                 times = proc.cpu_times()
                 found.append(
                     ProcessInfo(
@@ -78,7 +79,7 @@ def inspect(processes: AttemptProcesses) -> list[ProcessInfo]:
                         rss_bytes=proc.memory_info().rss,
                         cpu_seconds=times.user + times.system,
                         zombie=proc.status() == psutil.STATUS_ZOMBIE,
-                        reparented=member != processes.leader and proc.ppid() not in pids,
+                        reparented=member != leader and proc.ppid() not in pids,
                     )
                 )
         except psutil.Error:
@@ -87,11 +88,12 @@ def inspect(processes: AttemptProcesses) -> list[ProcessInfo]:
 
 
 class ProcessCollector:
-    """Inspects the current attempt's processes on an interval, in its own thread."""
+    """Inspects the current attempt's processes on an interval, in its own thread.
 
-    def __init__(
-        self, source: Callable[[], AttemptProcesses | None], interval_s: float = 5.0
-    ) -> None:
+    ``source`` is the daemon's: it finds the members (the membership is its state) and hands
+    over their identities, or None between attempts; this reader only looks at them."""
+
+    def __init__(self, source: Callable[[], Members | None], interval_s: float = 5.0) -> None:
         self._source = source
         self._interval = interval_s
         self._stop = threading.Event()
@@ -103,10 +105,10 @@ class ProcessCollector:
 
     def collect(self) -> ProcessSnapshot:
         started = time.monotonic()
-        processes = self._source()
         previous = self._snapshot.health
         try:
-            found = inspect(processes) if processes is not None else []
+            members = self._source()
+            found = inspect(*members) if members is not None else []
         except (OSError, psutil.Error) as error:  # the scan itself failed, not one process
             health = CollectorHealth(
                 False, time.monotonic() - started, previous.last_success_time, str(error)

@@ -14,11 +14,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import metrics
+from exporter.attempt.states import ServerState
 from exporter.config import Config, load_config
 from exporter.sglang_cpu.install import SGLangRuntime, default_cache_dir, ensure_sglang
 from exporter.sglang_cpu.models import write_tiny_model
 from exporter.supervisor.daemon import Daemon
-from exporter.supervisor.states import ServerState
 from tests.conftest import free_port
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from exporter.attempt.states import ServerState
 from exporter.config import MetricsListen
-from exporter.supervisor.processes import describe
-from exporter.supervisor.states import ServerState
+from exporter.identity import describe
 from tests.conftest import GiB, free_port
 from tests.dashboard_tools import dashboard_queries
 from tests.e2e.conftest import write_config

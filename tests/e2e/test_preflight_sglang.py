@@ -13,9 +13,9 @@ import re
 import time
 from pathlib import Path
 
+from exporter.attempt.states import ServerState
 from exporter.history import History
 from exporter.sglang_cpu.models import SHARDS
-from exporter.supervisor.states import ServerState
 from tests.e2e.conftest import write_config
 
 RATIO = "sglang_sentinel_startup_progress_ratio"

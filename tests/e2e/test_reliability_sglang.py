@@ -19,7 +19,7 @@ import httpx
 import psutil
 
 from exporter.history import History
-from exporter.supervisor.processes import ProcessIdentity
+from exporter.identity import ProcessIdentity
 from tests.conftest import live_in_sessions
 from tests.e2e.conftest import write_config
 

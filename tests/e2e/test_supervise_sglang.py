@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import psutil
 
+from exporter.attempt.states import ServerState
 from exporter.history import History
-from exporter.supervisor.processes import ProcessIdentity, describe
-from exporter.supervisor.states import ServerState
+from exporter.identity import ProcessIdentity, describe
 from tests.e2e.conftest import promtool_check_metrics, write_config
 
 GIB = 1 << 30

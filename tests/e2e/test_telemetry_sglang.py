@@ -8,9 +8,9 @@ import signal
 
 import httpx
 
+from exporter.attempt.states import ServerState
 from exporter.history import History
-from exporter.supervisor.processes import ProcessIdentity, describe
-from exporter.supervisor.states import ServerState
+from exporter.identity import ProcessIdentity, describe
 from tests.conftest import free_port
 from tests.e2e.conftest import write_config
 

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from exporter.diagnosis.planner.calibration import Calibration
+from exporter.diagnosis.taxonomy import FailureClass
 
 GIB = 1 << 30
 MIB = 1 << 20
 FITS = "fits"
+UNKNOWN = "unknown"  # the pre-flight's verdict when it could not plan
+# What the planner can predict, plus "unknown": the closed set of planned_verdict's labels.
+VERDICTS = (
+    FITS,
+    FailureClass.POOL_INIT_OOM.value,
+    FailureClass.MAMBA_CACHE_EXHAUSTED.value,
+    FailureClass.CUDA_GRAPH_OOM.value,
+    FailureClass.INVALID_ARGUMENT.value,
+    UNKNOWN,
+)
 DEFAULT_MAX_FRACTION = 0.95
 
 # Free memory lost before weights load, when no log says: the CUDA context, and NCCL's
@@ -22,6 +36,15 @@ LOG_ROUNDING_BYTES = round(0.005 * GIB)
 class PlanError(ValueError):
     """The inputs describe no launch SGLang could attempt (a config without layers, more
     GPUs than given, a fraction outside (0, 1], ...)."""
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    model_config: Mapping[str, object]
+    device_memory_bytes: int
+    devices: int
+    memory_source: str
+    calibration: Calibration | None  # from an earlier attempt of the same setup
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from exporter.attempt.progress import AttemptProgress
 from exporter.logs.events import EventKind
 from exporter.logs.excerpt import Excerpt
 from exporter.logs.reader import LogReader
-from exporter.supervisor.progress import AttemptProgress
 
 # Lines after which an attempt cannot recover: 0.5.9 logs a failed bind of its HTTP port
 # and then waits forever (0.5.23 after a 120 s warmup timeout). Act on the line itself.
