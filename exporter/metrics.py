@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from exporter import __version__, exposition
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.exposition import Family
+from exporter.sglang.roles import ROLES
 from exporter.supervisor.preflight import VERDICTS, Preflight
 from exporter.supervisor.progress import COUNTED_STEPS, AttemptProgress
 from exporter.supervisor.reaper import ORIGINS as REAPED_ORIGINS
@@ -23,7 +24,7 @@ from exporter.supervisor.states import ServerState
 from exporter.telemetry.gpu import GpuSnapshot, gpu_families
 from exporter.telemetry.health import collector_families
 from exporter.telemetry.probes import PROBES, ProbeSnapshot
-from exporter.telemetry.processes import ROLES, ProcessSnapshot
+from exporter.telemetry.processes import ProcessSnapshot
 
 NAMESPACE = "sglang_sentinel"
 FAILURE_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)

@@ -19,9 +19,10 @@ from pathlib import Path
 import psutil
 import pynvml
 
-from exporter.diagnosis.planner import Calibration, PlanError, calibrate, normalize_flags
+from exporter.diagnosis.planner import Calibration, PlanError, calibrate
 from exporter.logs.events import Event, EventKind
 from exporter.logs.reader import read_log
+from exporter.sglang.flags import normalize_flags
 from exporter.supervisor.preflight import PlanInputs
 
 NUMA_NODES = Path("/sys/devices/system/node/has_cpu")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
+from exporter.config import Config, ConfigError, load_config, nnodes, node_rank
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import FailureClass
@@ -33,9 +33,13 @@ from exporter.metrics import Snapshot
 from exporter.notify import Notifier, status_line
 from exporter.plan_inputs import gather
 from exporter.redact import mask_text, redact_command, secret_values
+from exporter.sglang.flags import render_flags, server_address, server_url
+from exporter.sglang.help import unknown_flags
+from exporter.sglang.roles import role_of
+from exporter.sglang.versions import DEFAULT_VERSION
 from exporter.supervisor.attempt_log import AttemptLog
 from exporter.supervisor.exits import ExitWatch
-from exporter.supervisor.flags import read_known_flags, unknown_flags
+from exporter.supervisor.flags import read_known_flags
 from exporter.supervisor.group import group_exit, worker_ready
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.preflight import Preflight, check, disagreement
@@ -55,8 +59,8 @@ from exporter.supervisor.startup import startup_overdue
 from exporter.supervisor.states import ServerState, check_transition
 from exporter.supervisor.termination import ExitCode, FailureReport, message, write_message
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
-from exporter.telemetry.probes import ProbeCollector, server_url
-from exporter.telemetry.processes import ProcessCollector, role_of
+from exporter.telemetry.probes import ProbeCollector
+from exporter.telemetry.processes import ProcessCollector
 
 log = logging.getLogger("sglang_sentinel")
 
@@ -348,7 +352,7 @@ class Daemon:
             self._not_launched(number, index, command, log_path, self._clock(), rejected)
             return
         self.probes.target(server_url(args), sglang_metrics=args.get("enable-metrics") is True)
-        host, port = _host_port(args)
+        host, port = server_address(args)
         if not wait_port_free(host, port, PORT_WAIT_S):
             log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
         started = self._clock()
@@ -409,7 +413,7 @@ class Daemon:
             return
         self._planned_at = self._clock()
         args = self._args(index)
-        version = self.config.sglang.version or "0.5.9"
+        version = self.config.sglang.version or DEFAULT_VERSION
         try:
             previous = next((a.log for a in reversed(self.history.read().attempts) if a.log), None)
             env = {**os.environ, **self.config.sglang.env}
@@ -875,7 +879,7 @@ class Daemon:
         """SGLang's pool arithmetic for this profile, calibrated from the failed attempt's
         own log; None when the model's config.json or the device size is not at hand."""
         args = self._args(index)
-        version = self.config.sglang.version or "0.5.9"
+        version = self.config.sglang.version or DEFAULT_VERSION
         try:
             inputs = gather(args, {**os.environ, **self.config.sglang.env}, None, version)
             return plan(
@@ -1167,11 +1171,6 @@ def _session_of(pid: int) -> int | None:
 
 def _int_or_zero(text: str) -> int:
     return int(text) if text.isdigit() else 0
-
-
-def _host_port(args: dict) -> tuple[str, int]:
-    host = str(args.get("host", "127.0.0.1"))
-    return ("127.0.0.1" if host in ("0.0.0.0", "") else host), int(args.get("port", 30000))
 
 
 def _point_current(log_dir: Path, target: Path) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exporter.config import FlagValue
 from exporter.diagnosis.planner import FITS, Calibration, Plan, PlanError, plan
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.sglang.flags import FlagValue
 from exporter.supervisor.remedies import Remedy, cheapest_fit, what_ate
 
 UNKNOWN = "unknown"
