@@ -21,9 +21,9 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.sglang.flags import FlagValue, render_flags
 from exporter.termination import default_termination_log
 
-FlagValue = str | int | float | bool | list[str | int | float]
 Key = tuple[str | int, ...]  # a key's path from the document root; ints index arrays
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -171,20 +171,6 @@ def is_group(args: Mapping[str, FlagValue]) -> bool:
 
 def _group_number(value: FlagValue) -> int | None:
     return None if isinstance(value, str) and _PLACEHOLDER.fullmatch(value) else int(value)  # type: ignore[arg-type]
-
-
-def render_flags(args: Mapping[str, FlagValue]) -> list[str]:
-    """SGLang's command-line flags: true -> ``--k``, false -> nothing, lists -> ``--k a b``."""
-    rendered: list[str] = []
-    for name, value in args.items():
-        if value is False:
-            continue
-        rendered.append(f"--{name}")
-        if isinstance(value, list):
-            rendered += [str(item) for item in value]
-        elif value is not True:
-            rendered.append(str(value))
-    return rendered
 
 
 def load_config(path: str | Path) -> Config:

@@ -18,10 +18,11 @@ from exporter.attempt.states import ServerState
 from exporter.diagnosis.planner import VERDICTS
 from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
 from exporter.exposition import Family
+from exporter.sglang.roles import ROLES
 from exporter.telemetry.gpu import gpu_families
 from exporter.telemetry.health import collector_families
 from exporter.telemetry.probes import PROBES, ProbeSnapshot
-from exporter.telemetry.processes import ROLES, ProcessSnapshot
+from exporter.telemetry.processes import ProcessSnapshot
 
 NAMESPACE = "sglang_sentinel"
 FAILURE_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)

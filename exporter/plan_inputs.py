@@ -19,15 +19,10 @@ from pathlib import Path
 import psutil
 import pynvml
 
-from exporter.diagnosis.planner import (
-    Calibration,
-    PlanError,
-    PlanInputs,
-    calibrate,
-    normalize_flags,
-)
+from exporter.diagnosis.planner import Calibration, PlanError, PlanInputs, calibrate
 from exporter.logs.events import Event, EventKind
 from exporter.logs.reader import read_log
+from exporter.sglang.flags import normalize_flags
 
 NUMA_NODES = Path("/sys/devices/system/node/has_cpu")
 # The startup lines a calibration reads (server_args, weights, pools; 0.5.9's draft load

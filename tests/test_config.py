@@ -21,7 +21,6 @@ from exporter.config import (
     Policy,
     load_config,
     parse_config,
-    render_flags,
 )
 from tests.conftest import DATA
 
@@ -55,26 +54,6 @@ def test_defaults_for_everything_but_paths():
     assert config.policy.max_mem_fraction_static == 0.95 and dict(config.policy.retry) == {}
     assert config.metrics == MetricsListen("127.0.0.1", 9464)
     assert config.command(0) == ["python3", "-m", "sglang.launch_server"]
-
-
-def test_flag_rendering_strings_ints_floats_true_false_lists():
-    args = {
-        "model-path": "/models/with space",
-        "port": 30000,
-        "mem-fraction-static": 0.85,
-        "enable-metrics": True,
-        "disable-cuda-graph": False,
-        "cuda-graph-bs": [1, 2, 4],
-        "mixed": ["a", 1, 0.5],
-    }
-    assert render_flags(args) == [
-        "--model-path", "/models/with space",
-        "--port", "30000",
-        "--mem-fraction-static", "0.85",
-        "--enable-metrics",
-        "--cuda-graph-bs", "1", "2", "4",
-        "--mixed", "a", "1", "0.5",
-    ]  # fmt: skip
 
 
 def test_command_renders_the_toml_values():

@@ -13,6 +13,7 @@ from exporter.logs.events import EventKind as K
 from exporter.logs.grammar import GIB, grammar_for, parse_event
 from exporter.logs.lines import parse_line
 from exporter.logs.reader import LogReader, read_log, split_lines
+from exporter.sglang.versions import VERSIONS
 from tests.conftest import GOLDEN
 
 G = GIB
@@ -337,7 +338,7 @@ V0_5_23_LINES = [
 
 
 @pytest.mark.parametrize(("raw", "kind", "fields"), COMMON_LINES)
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_lines_both_versions_print(version, raw, kind, fields):
     event = parse_event(parse_line(1, raw), grammar_for(version))
     assert event is not None, raw

@@ -27,6 +27,8 @@ from exporter.diagnosis.planner import (
 )
 from exporter.logs.events import EventKind
 from exporter.logs.reader import read_log
+from exporter.sglang.flags import parse_flags
+from exporter.sglang.versions import VERSIONS
 from exporter.sglang_cpu.models import model_config
 from tests.conftest import DATA, GOLDEN, load_labels
 
@@ -249,19 +251,12 @@ def recorded(version: str, name: str) -> tuple[dict, list]:
     directory = DATA / f"sglang-{version}-cpu"
     label = next(row for row in load_labels(directory) if row["file"] == name)
     _, events = read_log((directory / name).read_text())
-    return command_flags(label["command"]), events
+    command = label["command"]  # python -m sglang.launch_server --flag ...
+    first_flag = next(i for i, word in enumerate(command) if word.startswith("--"))
+    return parse_flags(command[first_flag:]), events
 
 
-def command_flags(command: list[str]) -> dict[str, object]:
-    flags: dict[str, object] = {}
-    for i, word in enumerate(command):
-        if word.startswith("--"):
-            following = command[i + 1] if i + 1 < len(command) else "--"
-            flags[word[2:]] = True if following.startswith("--") else following
-    return flags
-
-
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_real_serving_log_predicts_its_pool(version):
     flags, events = recorded(version, "serve.log")
     result = plan(model_config("tiny"), 24 * GIB, 1, flags, version, calibrate(events))
@@ -288,7 +283,7 @@ def test_real_serving_log_uncapped_matches_the_arithmetic_by_hand():
     assert result.max_total_num_tokens > 70_000_000  # what --max-total-tokens 4096 caps
 
 
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.23"])
+@pytest.mark.parametrize("version", VERSIONS)
 def test_real_pool_failure_is_predicted_from_its_flags(version):
     """--mem-fraction-static 0.005 holds back almost everything: weights exceed the rest."""
     flags, events = recorded(version, "pool_init_oom.log")
@@ -384,7 +379,7 @@ def test_linear_attention_state_per_request():
 def test_nested_text_config_reads_like_a_flat_one():
     flat = {**QWEN36, **QWEN36["text_config"]}
     del flat["text_config"]
-    for version in ("0.5.9", "0.5.23"):
+    for version in VERSIONS:
         nested = plan(QWEN36, A6000, 2, INCIDENT, version)
         plain = plan(flat, A6000, 2, INCIDENT, version)
         assert nested.max_total_num_tokens == plain.max_total_num_tokens
@@ -505,7 +500,7 @@ def launches(draw) -> dict:
     flags=launches(),
     gib=st.floats(4, 200),
     gpus=st.integers(1, 8),
-    version=st.sampled_from(["0.5.9", "0.5.23"]),
+    version=st.sampled_from(VERSIONS),
     calibrated=st.booleans(),
 )
 def test_random_inputs_plan_or_refuse_clearly_and_suggestions_fit(

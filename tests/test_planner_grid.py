@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from exporter.diagnosis.planner import GIB, Calibration, PlanError, calibrate, plan
+from exporter.sglang.versions import VERSIONS
 from exporter.sglang_cpu.models import model_config
 from tests.conftest import DATA
 from tests.test_planner import (
@@ -34,7 +35,6 @@ from tests.test_planner import (
 )
 
 RECORDED = DATA / "planner_grid.json"
-VERSIONS = ("0.5.9", "0.5.23")
 GPUS = 8
 GPU_SIZES = {"a6000": A6000, "30gib": 30 * GIB, "80gib": 80 * GIB}
 MODELS = {"qwen36": QWEN36, "deepseek_v3": DEEPSEEK_V3, "llama3_8b": LLAMA3_8B}

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from exporter.telemetry.probes import ProbeCollector, server_url
+from exporter.telemetry.probes import ProbeCollector
 
 
 class SGLangLike(http.server.BaseHTTPRequestHandler):
@@ -165,9 +165,3 @@ def test_refused_connection_is_a_failed_probe_not_an_error():
     assert not snap.results["health"].ok and snap.results["health"].error == "ConnectError"
     assert snap.health.success  # the collector itself worked
     probes.stop()
-
-
-def test_server_url_reaches_wildcard_hosts_through_loopback():
-    assert server_url({"host": "0.0.0.0", "port": 30001}) == "http://127.0.0.1:30001"
-    assert server_url({"host": "::1", "port": 8}) == "http://[::1]:8"
-    assert server_url({}) == "http://127.0.0.1:30000"

@@ -14,7 +14,7 @@ from exporter.diagnosis.taxonomy import FailureClass as C
 from exporter.history import AttemptRecord
 from exporter.logs.reader import read_log
 from exporter.sglang_cpu.models import model_config
-from exporter.supervisor.flags import read_known_flags, unknown_flags
+from exporter.supervisor.flags import read_known_flags
 from exporter.supervisor.policy import decide
 from exporter.supervisor.remedies import Remedy, remedy_for
 from tests.conftest import DATA, GOLDEN
@@ -97,17 +97,6 @@ def test_policy_prefers_the_users_ladder_then_the_remedy_then_gives_up():
     assert auto.reason.startswith("pool_init_oom: x")
     none = decide(C.POOL_INIT_OOM, 1, [["a"], ["b"]], ["first", "second"], POLICY, [], 0.0, None)
     assert not none.relaunch
-
-
-def test_unknown_flags_follow_argparse_prefix_rules():
-    known = frozenset(
-        {"cuda-graph-max-bs-decode", "cuda-graph-max-bs-prefill", "speculative-algorithm", "port"}
-    )
-    assert unknown_flags(["port", "speculative-algo"], known) == []  # unique prefix: accepted
-    assert unknown_flags(["cuda-graph-max-bs"], known) == [
-        "cuda-graph-max-bs"
-    ]  # ambiguous in 0.5.23
-    assert unknown_flags(["no-such-flag"], known) == ["no-such-flag"]
 
 
 def test_known_flags_come_from_the_real_help_once_and_are_cached(tmp_path):

@@ -6,23 +6,21 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
 from typing import TextIO
 
-from exporter.diagnosis.classify import detect_version
 from exporter.diagnosis.planner import (
     DEFAULT_MAX_FRACTION,
     GIB,
-    VERSIONS,
     Calibration,
     Plan,
     PlanError,
     calibrate,
-    normalize_flags,
     plan,
 )
 from exporter.logs.reader import read_excerpt
 from exporter.plan_inputs import PlanInputError, device_memory, read_model_config
+from exporter.sglang.flags import normalize_flags, parse_flags
+from exporter.sglang.versions import DEFAULT_VERSION, VERSIONS, detect_version
 
 HELP = "predict whether SGLang's memory pools fit, and the cheapest flag changes if not"
 
@@ -52,7 +50,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--gpus", metavar="N", help="GPUs available (default: NVML's count, else 1)"
     )
     parser.add_argument(
-        "--sglang-version", metavar="V", default="0.5.9", help=f"one of {', '.join(VERSIONS)}"
+        "--sglang-version",
+        metavar="V",
+        default=DEFAULT_VERSION,
+        help=f"one of {', '.join(VERSIONS)}",
     )
     parser.add_argument(
         "--calibrate-from",
@@ -127,30 +128,6 @@ def _message(error: Exception) -> str:
     if isinstance(error, OSError) and error.filename:
         return f"cannot read {error.filename}: {error.strerror or error}"
     return str(error)
-
-
-def parse_flags(words: Sequence[str]) -> dict[str, object]:
-    """SGLang's command line as name -> value: ``--name value``, ``--name=value``,
-    ``--name`` alone is true, ``--name a b`` a list."""
-    words = list(words)
-    if words and words[0] == "--":
-        words = words[1:]
-    flags: dict[str, object] = {}
-    name = None
-    for word in words:
-        if word.startswith("--") and len(word) > 2:
-            name, _, value = word[2:].partition("=")
-            flags[name] = value if value else True
-            if value:
-                name = None
-        elif name is None:
-            raise PlanError(f"SGLang flag value {word!r} follows no --flag")
-        elif flags[name] is True:
-            flags[name] = word
-        else:
-            previous = flags[name]
-            flags[name] = [*previous, word] if isinstance(previous, list) else [previous, word]
-    return flags
 
 
 def report(result: Plan, log: str | None) -> str:

@@ -19,7 +19,6 @@ Each answer says which layer decided (``layer``, ``signature``), how sure it is
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -29,16 +28,14 @@ from exporter.diagnosis.reading import assert_source, read
 from exporter.diagnosis.signatures import SIGNATURES
 from exporter.diagnosis.taxonomy import SPECS, FailureClass, Phase
 from exporter.diagnosis.verdict import Confidence, Outcome, Verdict
-from exporter.logs.events import Event, EventKind
+from exporter.logs.events import Event
 from exporter.logs.lines import LogLine
+from exporter.sglang.versions import detect_version
 
-__all__ = ["Classification", "Confidence", "Outcome", "classify", "detect_version"]
+__all__ = ["Classification", "Confidence", "Outcome", "classify"]
 
 # A runner-up is reported when another answer scored at most this much lower.
 RUNNER_UP_MARGIN = 15
-_VERSION = re.compile(
-    r"(?:sglang[=\- _]=?v?|sglang version:? v?)(\d+\.\d+\.\d+(?:\.post\d+)?)", re.I
-)
 
 
 @dataclass
@@ -134,24 +131,3 @@ def _signature_phase(decided: Verdict) -> Phase | None:
     if decided.layer != "signature":
         return None
     return next((s.phase for s in SIGNATURES if s.name == decided.rule), None)
-
-
-def detect_version(lines: Sequence[LogLine], events: Sequence[Event]) -> str | None:
-    """The SGLang version when the log reveals it: stated, or by 0.5.23-only lines."""
-    for line in lines[:200]:
-        match = _VERSION.search(line.message)
-        if match:
-            return match.group(1)
-    kinds = {e.kind for e in events}
-    new_only = {
-        EventKind.MEMORY_BASELINE,
-        EventKind.STARTUP_TIMINGS,
-        EventKind.KILL_PROCESS_TREE,
-        EventKind.MAMBA_REQUESTS_CAPPED,
-        EventKind.KV_POOL_BELOW_CONTEXT,
-    }
-    if kinds & new_only or any(
-        e.kind is EventKind.SERVER_ARGS and e.get("format") == "dict" for e in events
-    ):
-        return "0.5.23"
-    return None

@@ -22,7 +22,7 @@ from exporter.attempt.attempt_log import AttemptLog
 from exporter.attempt.progress import Step
 from exporter.attempt.snapshot import Snapshot
 from exporter.attempt.states import ServerState, check_transition
-from exporter.config import Config, ConfigError, load_config, nnodes, node_rank, render_flags
+from exporter.config import Config, ConfigError, load_config, nnodes, node_rank
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
@@ -37,8 +37,12 @@ from exporter.logs.tailer import LogTailer
 from exporter.notify import Notifier, status_line
 from exporter.plan_inputs import gather
 from exporter.redact import mask_text, redact_command, secret_values
+from exporter.sglang.flags import render_flags, server_address, server_url
+from exporter.sglang.help import unknown_flags
+from exporter.sglang.roles import role_of
+from exporter.sglang.versions import DEFAULT_VERSION
 from exporter.supervisor.exits import ExitWatch
-from exporter.supervisor.flags import read_known_flags, unknown_flags
+from exporter.supervisor.flags import read_known_flags
 from exporter.supervisor.group import group_exit, worker_ready
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.preflight import Preflight, check, disagreement
@@ -47,8 +51,8 @@ from exporter.supervisor.reaper import Reaper
 from exporter.supervisor.remedies import Remedy, remedy_for
 from exporter.supervisor.startup import startup_overdue
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
-from exporter.telemetry.probes import ProbeCollector, server_url
-from exporter.telemetry.processes import Members, ProcessCollector, role_of
+from exporter.telemetry.probes import ProbeCollector
+from exporter.telemetry.processes import Members, ProcessCollector
 from exporter.termination import ExitCode, FailureReport, message, write_message
 
 log = logging.getLogger("sglang_sentinel")
@@ -349,7 +353,7 @@ class Daemon:
             self._not_launched(number, index, command, log_path, self._clock(), rejected)
             return
         self.probes.target(server_url(args), sglang_metrics=args.get("enable-metrics") is True)
-        host, port = _host_port(args)
+        host, port = server_address(args)
         if not wait_port_free(host, port, PORT_WAIT_S):
             log.warning("attempt %d: port %s:%d is in use before launch", number, host, port)
         started = self._clock()
@@ -410,7 +414,7 @@ class Daemon:
             return
         self._planned_at = self._clock()
         args = self._args(index)
-        version = self.config.sglang.version or "0.5.9"
+        version = self.config.sglang.version or DEFAULT_VERSION
         try:
             previous = next((a.log for a in reversed(self.history.read().attempts) if a.log), None)
             env = {**os.environ, **self.config.sglang.env}
@@ -876,7 +880,7 @@ class Daemon:
         """SGLang's pool arithmetic for this profile, calibrated from the failed attempt's
         own log; None when the model's config.json or the device size is not at hand."""
         args = self._args(index)
-        version = self.config.sglang.version or "0.5.9"
+        version = self.config.sglang.version or DEFAULT_VERSION
         try:
             inputs = gather(args, {**os.environ, **self.config.sglang.env}, None, version)
             return plan(
@@ -1168,11 +1172,6 @@ def _session_of(pid: int) -> int | None:
 
 def _int_or_zero(text: str) -> int:
     return int(text) if text.isdigit() else 0
-
-
-def _host_port(args: dict) -> tuple[str, int]:
-    host = str(args.get("host", "127.0.0.1"))
-    return ("127.0.0.1" if host in ("0.0.0.0", "") else host), int(args.get("port", 30000))
 
 
 def _point_current(log_dir: Path, target: Path) -> None:

@@ -1,21 +1,18 @@
-"""Flags the installed SGLang does not know, caught before a launch costs minutes.
-
-0.5.23 renamed and removed flags 0.5.9 had (``--cuda-graph-max-bs`` became ambiguous,
-``--enable-piecewise-cuda-graph`` is gone). The real ``--help`` is read once per
-interpreter and version and cached in the state directory. Like argparse (allow_abbrev),
-a unique prefix of a known flag is accepted and an ambiguous one is not.
+"""The flags the installed SGLang knows, from its real ``--help``: read once per
+interpreter and version and cached in the state directory, so that a flag it would reject
+is caught before a launch costs minutes (which ones it rejects: ``sglang/help.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-_FLAG = re.compile(r"(?<![\w-])--([a-z0-9][a-z0-9-_]*)")
+from exporter.sglang.help import help_flags
+
 HELP_TIMEOUT_S = 120.0
 
 
@@ -43,22 +40,10 @@ def read_known_flags(
         return None
     if done.returncode != 0:
         return None
-    known = frozenset(_FLAG.findall(done.stdout.decode("utf-8", errors="replace")))
+    known = help_flags(done.stdout.decode("utf-8", errors="replace"))
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps(sorted(known)))
     except OSError:
         pass  # unwritable state dir: read --help again next time
     return known
-
-
-def unknown_flags(names: Iterable[str], known: frozenset[str]) -> list[str]:
-    """Flag names (without ``--``) the parser would reject: unknown, or an ambiguous prefix."""
-    rejected = []
-    for name in names:
-        if name in known:
-            continue
-        matches = [flag for flag in known if flag.startswith(name)]
-        if len(matches) != 1:
-            rejected.append(name)
-    return rejected

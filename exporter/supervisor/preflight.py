@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exporter.config import FlagValue
 from exporter.diagnosis.planner import (
     FITS,
     UNKNOWN,
@@ -21,6 +20,7 @@ from exporter.diagnosis.planner import (
     PlanInputs,
     plan,
 )
+from exporter.sglang.flags import FlagValue
 from exporter.supervisor.remedies import Remedy, cheapest_fit, what_ate
 
 # Predicted failures that the cheapest fitting change of the planner averts.

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporter.config import FlagValue
 from exporter.diagnosis.planner import Plan, Suggestion
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.sglang.flags import FlagValue
 
 GIB = 1 << 30
 FRACTION_STEP = 0.05

@@ -34,12 +34,12 @@ import pynvml
 
 from exporter import exposition
 from exporter.exposition import Family
+from exporter.sglang.roles import ROLES
 from exporter.telemetry.health import NAMESPACE, CollectorHealth
 
 __all__ = [
     "FOREIGN",
     "OURS",
-    "ROLES",
     "UNKNOWN",
     "GpuCollector",
     "GpuDevice",
@@ -58,7 +58,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ROLES = frozenset({"launcher", "scheduler", "detokenizer", "other"})
 OURS, FOREIGN, UNKNOWN = "ours", "foreign", "unknown"
 OwnedProcesses = Mapping[int, tuple[str, str]]  # pid -> (role, tp_rank)
 

@@ -209,13 +209,3 @@ class ProbeCollector:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def server_url(args: dict) -> str:
-    """Where SGLang listens, from its flags: 0.0.0.0 and :: are reached through loopback."""
-    host = str(args.get("host", "127.0.0.1"))
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{int(args.get('port', 30000))}"

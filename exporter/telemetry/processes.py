@@ -1,14 +1,12 @@
 """The attempt's processes by role: what each is, how much memory and CPU it uses, and
 which left the launcher's tree or died without being reaped.
 
-Roles come from the process titles SGLang sets (``sglang::scheduler_TP3``,
-``sglang::detokenizer``); the launcher keeps its command line. The mapping of pids to
-roles also lets the GPU collector attribute device memory.
+Roles come from the process titles SGLang sets (``sglang/roles.py``). The mapping of pids
+to roles also lets the GPU collector attribute device memory.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,25 +15,11 @@ from dataclasses import dataclass, field
 import psutil
 
 from exporter.identity import ProcessIdentity
+from exporter.sglang.roles import role_of
 from exporter.telemetry.health import CollectorHealth
 
-_TP_RANK = re.compile(r"TP(\d+)")
-ROLES = ("launcher", "scheduler", "detokenizer", "other")
 # An attempt's processes as the daemon knows them: (its launcher, its live members).
 Members = tuple[ProcessIdentity, Sequence[ProcessIdentity]]
-
-
-def role_of(cmdline: str, is_leader: bool) -> tuple[str, str]:
-    """(role, tp_rank) from a process title; tp_rank is "" where it does not apply."""
-    if is_leader:
-        return "launcher", ""
-    title = cmdline.split(" ", 1)[0]
-    if title.startswith("sglang::scheduler"):
-        match = _TP_RANK.search(title)
-        return "scheduler", match.group(1) if match else "0"
-    if title.startswith("sglang::detokenizer"):
-        return "detokenizer", ""
-    return "other", ""
 
 
 @dataclass(frozen=True)

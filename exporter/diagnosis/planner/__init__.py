@@ -34,7 +34,6 @@ from exporter.diagnosis.planner.cells import (
     state_bytes_per_request,
     weight_bytes,
 )
-from exporter.diagnosis.planner.flags import normalize_flags
 from exporter.diagnosis.planner.launch import Launch, read_launch
 from exporter.diagnosis.planner.model import GatedDeltaNet, Model, read_model
 from exporter.diagnosis.planner.reserves import default_mem_fraction
@@ -55,7 +54,6 @@ from exporter.diagnosis.planner.types import (
     PlanInputs,
     Suggestion,
 )
-from exporter.diagnosis.planner.versions import VERSIONS
 
 __all__ = [
     "CUDA_CONTEXT_BYTES",
@@ -67,7 +65,6 @@ __all__ = [
     "NCCL_BYTES",
     "UNKNOWN",
     "VERDICTS",
-    "VERSIONS",
     "BudgetStep",
     "Calibration",
     "GatedDeltaNet",
@@ -82,7 +79,6 @@ __all__ = [
     "default_mem_fraction",
     "draft_weight_bytes",
     "kv_cell_bytes",
-    "normalize_flags",
     "plan",
     "pool_cell_bytes",
     "read_launch",

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.diagnosis.classify import detect_version
 from exporter.logs.events import Event, EventKind
+from exporter.sglang.versions import detect_version
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from typing import Any
 
 from exporter.diagnosis.planner.calibration import optional
 from exporter.diagnosis.planner.cells import KV_DTYPES
-from exporter.diagnosis.planner.flags import normalize_flags
 from exporter.diagnosis.planner.model import SSM_DTYPE_BYTES, Model
 from exporter.diagnosis.planner.sizing import Sizer
 from exporter.diagnosis.planner.types import PlanError
 from exporter.diagnosis.planner.versions import sizer_for
+from exporter.sglang.flags import normalize_flags
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 

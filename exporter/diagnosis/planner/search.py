@@ -11,11 +11,12 @@ from typing import Any
 from exporter.diagnosis.planner.calibration import Calibration
 from exporter.diagnosis.planner.cells import ssm_bytes
 from exporter.diagnosis.planner.evaluate import evaluate
-from exporter.diagnosis.planner.flags import normalize_flags
 from exporter.diagnosis.planner.launch import read_launch
 from exporter.diagnosis.planner.model import Model, read_model
 from exporter.diagnosis.planner.types import DEFAULT_MAX_FRACTION, Plan, PlanError, Suggestion
 from exporter.diagnosis.taxonomy import FailureClass
+from exporter.sglang.flags import normalize_flags
+from exporter.sglang.versions import DEFAULT_VERSION
 
 _MAX_RUNNING_LADDER = (64, 48, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1)
 Patch = tuple[dict[str, object], tuple[str, ...]]
@@ -26,7 +27,7 @@ def plan(
     gpu_memory_bytes: int,
     gpus: int = 1,
     flags: Mapping[str, object] | None = None,
-    version: str = "0.5.9",
+    version: str = DEFAULT_VERSION,
     calibration: Calibration | None = None,
     max_fraction: float = DEFAULT_MAX_FRACTION,
 ) -> Plan:

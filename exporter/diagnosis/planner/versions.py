@@ -1,5 +1,5 @@
 """The SGLang versions the planner models, each by its sizer. A new version is one
-``sizer_<version>.py`` module and one line here."""
+``sizer_<version>.py`` module and one line here (and its name in ``sglang/versions.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ SIZERS: dict[str, Sizer] = {
     sizer_0_5_9.SIZER.version: sizer_0_5_9.SIZER,
     sizer_0_5_23.SIZER.version: sizer_0_5_23.SIZER,
 }
-VERSIONS = tuple(SIZERS)
 
 
 def sizer_for(version: str) -> Sizer:
     if version not in SIZERS:
-        raise PlanError(f"SGLang {version} is not modelled; use one of {', '.join(VERSIONS)}")
+        raise PlanError(f"SGLang {version} is not modelled; use one of {', '.join(SIZERS)}")
     return SIZERS[version]
