@@ -2,9 +2,10 @@
 
 - ``tests/data/sglang-0.5.9-cpu`` and ``sglang-0.5.23-cpu``: real SGLang runs on this
   machine's CPU, recorded by ``tests/data/record_sglang_logs.py`` (each failure real).
-- ``tests/data/heldout``: 60 logs written by a separate engineer from the reference material
-  and SGLang's source without reading the classifier, in the shapes real reports take. The
-  issue's targets apply: at least 95% classes and 90% exact root-cause lines.
+- ``tests/data/heldout``, ``heldout2``, ``heldout3``: 60, 50 and 50 logs, each set written by a
+  separate engineer from the reference material and the libraries' source without reading
+  the classifier, in the shapes real reports take. The issue's targets apply: at least 95%
+  classes and 90% exact root-cause lines.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from exporter.diagnosis.classify import classify
 from exporter.logs.reader import read_log
 from tests.conftest import DATA, load_labels
 
-HELDOUT = DATA / "heldout"
+# Written later, each by another engineer who read no classifier code; measured blind first
+# (README, "The failure taxonomy"), tuned on since: here they guard against regressions.
+HELDOUT_SETS = ("heldout", "heldout2", "heldout3")
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}
     for directory in ("sglang-0.5.9-cpu", "sglang-0.5.23-cpu")
     for label in load_labels(DATA / directory)
 ]
-HELDOUT_LABELS = load_labels(HELDOUT)
 
 
 def _classify(directory, name):
@@ -45,11 +47,14 @@ def test_real_cpu_run(label):
         assert result.root_cause_line == label["root_cause_line"].strip()
 
 
-def test_heldout_meets_the_targets():
+@pytest.mark.parametrize("name", HELDOUT_SETS)
+def test_heldout_meets_the_targets(name):
+    directory = DATA / name
+    labels = load_labels(directory)
     classes = roots = 0
     misses = []
-    for label in HELDOUT_LABELS:
-        result = _classify(HELDOUT, label["file"])
+    for label in labels:
+        result = _classify(directory, label["file"])
         want_root = (label["root_cause_line"] or "").strip() or None
         class_ok = result.failure_class.value == label["failure_class"]
         root_ok = result.root_cause_line == want_root
@@ -59,7 +64,7 @@ def test_heldout_meets_the_targets():
             misses.append(
                 f"{label['file']}: {label['failure_class']} -> {result.failure_class.value}"
             )
-    total = len(HELDOUT_LABELS)
-    assert total >= 60
+    total = len(labels)
+    assert total >= 50
     assert classes / total >= 0.95, "\n".join(misses)
     assert roots / total >= 0.90, "\n".join(misses)
