@@ -278,3 +278,29 @@ def test_an_oom_that_the_log_does_not_place_is_not_high_confidence():
         "cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0\n" + line + "\n"
     )
     assert (placed.failure_class, placed.confidence) == (C.RUNTIME_OOM, Confidence.HIGH)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "Dec 01 10:00:00 gpu-7 sglang-sentinel@qwen[1234]: ",  # journalctl
+        "(ServeReplica:app:SGLang pid=5120) ",  # a Ray worker
+        "(task, pid=412, ip=10.0.0.2) ",
+        "[pod/qwen-lws-0-1/sglang] ",  # kubectl logs --prefix
+    ],
+)
+def test_a_collectors_prefix_is_peeled_before_the_layers_read_the_line(prefix):
+    text = "".join(
+        prefix + line + "\n"
+        for line in (
+            "Traceback (most recent call last):",
+            f'  File "{SITE}/sglang/srt/server_args.py", line 9, in check_server_args',
+            "    check()",
+            "ValueError: --tp-size 3 does not divide the 32 attention heads",
+        )
+    )
+    result = run(text)
+    assert result.failure_class is C.INVALID_ARGUMENT
+    assert result.root_cause_line.endswith(
+        "ValueError: --tp-size 3 does not divide the 32 attention heads"
+    )
