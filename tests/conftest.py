@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,18 @@ DATA = TESTS / "data"
 FAKE_NVML_SOURCE = TESTS / "fake_nvml" / "fake_nvml.c"
 GiB = 1 << 30
 CORPUS = Path(os.environ.get("SGLANG_SENTINEL_CORPUS", TESTS.parents[1] / "shared" / "corpus"))
+
+
+def wait(predicate, timeout_s: float, what: str, poll_s: float = 0.25):
+    """Poll ``predicate`` until it returns something true (returned), or fail naming what
+    was awaited."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

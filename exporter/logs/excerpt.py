@@ -159,11 +159,7 @@ class Excerpt:
             return
         record = (line, event)
         kind = event.kind
-        seen = self._per_kind.get(kind, 0)
-        if seen < FIRST_PER_KIND:
-            self._per_kind[kind] = seen + 1
-            self._firsts.append(record)
-        self._latest[kind] = record
+        self._remember(record, kind)
         if kind not in ROUTINE or self._region is not None or line.number <= HEAD_LINES:
             self._place(record, kind not in ROUTINE and error_shaped(line))
         else:  # a batch line between regions: it only passes through the window
@@ -177,13 +173,16 @@ class Excerpt:
         """A record without its own event bookkeeping done (no event, or a traceback)."""
         event = record[1]
         if event is not None:
-            kind = event.kind
-            seen = self._per_kind.get(kind, 0)
-            if seen < FIRST_PER_KIND:
-                self._per_kind[kind] = seen + 1
-                self._firsts.append(record)
-            self._latest[kind] = record
+            self._remember(record, event.kind)
         self._place(record, shaped)
+
+    def _remember(self, record: Record, kind: EventKind) -> None:
+        """The first events of each kind and its latest one, wherever they fall."""
+        seen = self._per_kind.get(kind, 0)
+        if seen < FIRST_PER_KIND:
+            self._per_kind[kind] = seen + 1
+            self._firsts.append(record)
+        self._latest[kind] = record
 
     def _place(self, record: Record, shaped: bool) -> None:
         """Into the head, the window, the open region; a region opens or closes here."""

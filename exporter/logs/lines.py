@@ -26,9 +26,7 @@ _FOREIGN_PREFIXES = (
     # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "
     re.compile(r"(?P<fts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?) "),
     # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "
-    re.compile(
-        r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]: "
-    ),
+    re.compile(r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]: "),
     # docker compose: "sglang-1  | "
     re.compile(r"[\w.-]+\s+\| "),
     # kubectl logs --prefix: "[pod/ds-r1-lws-0/sglang] "

@@ -20,21 +20,12 @@ import psutil
 
 from exporter.history import History
 from exporter.supervisor.daemon import LOST_MEMBER_GRACE_S
-from tests.conftest import free_port, live_in_sessions
+from tests.conftest import free_port, live_in_sessions, wait
 from tests.e2e.conftest import write_config
 from tests.test_container import Namespace, Watcher, ready, status_of
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_S = 300.0  # the most one launch may take on two shared cores
-
-
-def wait(predicate, timeout_s: float, what: str, poll_s: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def attempts(config):

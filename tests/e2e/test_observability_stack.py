@@ -22,7 +22,7 @@ import pytest
 from exporter.attempt.states import ServerState
 from exporter.config import MetricsListen
 from exporter.identity import describe
-from tests.conftest import GiB, free_port
+from tests.conftest import GiB, free_port, wait
 from tests.dashboard_tools import dashboard_queries
 from tests.e2e.conftest import write_config
 
@@ -34,16 +34,6 @@ JOB = "sglang-sentinel"  # the job label the shipped rules assume (alerts/README
 def start(argv: list[str], log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import psutil
 
 from exporter.history import History
 from exporter.identity import ProcessIdentity
-from tests.conftest import live_in_sessions
+from tests.conftest import live_in_sessions, wait
 from tests.e2e.conftest import write_config
 
 KILLS = 20
@@ -31,15 +31,6 @@ MILESTONES = (  # SGLang 0.5.9's log lines, in order: the phase a kill lands in
     ("serving", "The server is fired up and ready to roll!"),
 )
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait(predicate, timeout_s: float, what: str, poll_s: float = 0.25) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def phase_of(log: Path | None) -> str:

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ import psutil
 from exporter.attempt.states import ServerState
 from exporter.history import History
 from exporter.identity import ProcessIdentity, describe
+from tests.conftest import wait
 from tests.e2e.conftest import promtool_check_metrics, write_config
 
 GIB = 1 << 30
@@ -271,12 +271,3 @@ def test_daemon_kill_9_then_restart_adopts_the_serving_server(tmp_path, runtime,
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait(timeout=10)
-
-
-def wait(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
