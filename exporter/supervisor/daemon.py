@@ -399,20 +399,7 @@ class Daemon:
             log=AttemptLog(config.sglang.version, self._clock),
         )
         _point_current(log_dir, log_path)
-        self._record(
-            start_record(
-                number,
-                started,
-                profile=config.profiles[index].name,
-                profile_index=index,
-                command=redact_command(command),
-                log=log_path,
-                processes=[leader.to_json()],
-                reason=reason,
-                patch=self._patch_record(index),
-                preflight=self._preflight_record(),
-            )
-        )
+        self._record_start(number, index, started, command, log_path, [leader], reason)
         with self._lock:
             self.attempt = attempt
             self._attempts_total += 1
@@ -453,9 +440,36 @@ class Daemon:
         say = log.info if result.verdict == FITS else log.warning
         say("attempt %d: %s", number, result.sentence())
 
+    def _record_start(
+        self,
+        number: int,
+        index: int,
+        at: float,
+        command: list[str],
+        log_path: Path,
+        processes: list[ProcessIdentity],
+        reason: str,
+    ) -> None:
+        self._record(
+            start_record(
+                number,
+                at,
+                profile=self.config.profiles[index].name,
+                profile_index=index,
+                command=redact_command(command),
+                log=log_path,
+                processes=[process.to_json() for process in processes],
+                reason=reason,
+                patch=self._patch_record(index),
+                preflight=self._preflight_record(),
+            )
+        )
+
     def _preflight_record(self) -> dict | None:
         planned = self._planned
-        return planned.record(self._planned_at or 0.0)["preflight"] if planned else None
+        if planned is None:
+            return None
+        return planned.record(self._planned_at or 0.0)["preflight"]
 
     def _patch_record(self, index: int) -> dict | None:
         """The automatic change a launch carries, so a restarted daemon keeps it."""
@@ -497,20 +511,7 @@ class Daemon:
         """An attempt that never started (bad flags, missing interpreter): recorded all the
         same, so the policy moves on and the history says why."""
         log.error("attempt %d: could not start SGLang: %s", number, error)
-        self._record(
-            start_record(
-                number,
-                at,
-                profile=self.config.profiles[index].name,
-                profile_index=index,
-                command=redact_command(command),
-                log=log_path,
-                processes=[],
-                reason="not launched",
-                patch=self._patch_record(index),
-                preflight=self._preflight_record(),
-            )
-        )
+        self._record_start(number, index, at, command, log_path, [], "not launched")
         result = Classification(
             FailureClass.INVALID_ARGUMENT, error, None, None, [error], f"could not start: {error}"
         )
