@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from exporter.app import build_daemon
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.history import History
@@ -107,7 +108,7 @@ def test_crash_loop_limit_gives_up_and_survives_a_daemon_restart(tmp_path):
     """Breaks: a server that dies at once, every time. Must hold: exactly max_attempts
     launches with growing backoff, gave_up, and a restarted daemon does not launch again."""
     config = load_config(write(tmp_path, {"line": "RuntimeError: boom", "exit-code": 1}))
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.GAVE_UP)
     stop(daemon, thread)
@@ -118,7 +119,7 @@ def test_crash_loop_limit_gives_up_and_survives_a_daemon_restart(tmp_path):
     assert "retrying profile 'default' in 0.05 s" in attempts[0].decision
     assert "in 0.1 s" in attempts[1].decision  # doubled, then capped
 
-    again = Daemon(load_config(config.source))
+    again = build_daemon(load_config(config.source))
     thread = in_thread(again)
     wait_for(lambda: again.state is ServerState.GAVE_UP, 10)
     stop(again, thread)
@@ -138,7 +139,7 @@ def test_startup_timeout_is_a_hang_and_the_process_is_stopped(tmp_path):
         policy={"startup_timeout_s": 1.0, "max_attempts": 1},
     )
     config = load_config(path)
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.GAVE_UP)
     stop(daemon, thread)
@@ -170,7 +171,7 @@ def test_deterministic_failure_moves_down_the_ladder_to_a_profile_that_changes_t
         profiles=profiles,
     )
     config = load_config(path)
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.GAVE_UP)
     stop(daemon, thread)
@@ -182,7 +183,7 @@ def test_deterministic_failure_moves_down_the_ladder_to_a_profile_that_changes_t
 
 def test_missing_interpreter_is_recorded_not_fatal(tmp_path):
     config = load_config(write(tmp_path, {"exit-code": 0}, python=str(tmp_path / "no-python")))
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.GAVE_UP)
     stop(daemon, thread)
@@ -196,7 +197,7 @@ def test_sighup_reload_keeps_a_bad_config_and_applies_a_good_one(tmp_path):
     changes the command restarts the server (counted as restarts{reason=config_reload})."""
     path = write(tmp_path, {"sleep": 600.0})
     config = load_config(path)
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.STARTING)
     path.write_text(path.read_text() + "\n[policy\n")
@@ -253,7 +254,7 @@ def test_the_daemon_speaks_sd_notify_and_a_stalled_loop_stops_the_watchdog(tmp_p
     sock.settimeout(0.2)
     notifier = Notifier(str(tmp_path / "notify"), watchdog_usec=400_000)  # pings every 0.2 s
     config = load_config(write(tmp_path, {"sleep": 600.0}))
-    daemon = Daemon(config, notifier=notifier)
+    daemon = build_daemon(config, notifier=notifier)
     stall = threading.Event()
     real_tick = daemon.tick
 
@@ -302,7 +303,7 @@ def test_automatic_remedies_act_only_on_a_confident_class(tmp_path):
         home.mkdir()
         path = write(home, {"line": line, "exit-code": 1}, policy={"max_attempts": 3})
         config = load_config(path)
-        daemon = Daemon(config)
+        daemon = build_daemon(config)
         thread = in_thread(daemon)
         wait_for(lambda: daemon.state is ServerState.GAVE_UP)
         stop(daemon, thread)

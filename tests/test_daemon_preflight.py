@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
+from exporter.app import build_daemon
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.history import History
-from exporter.supervisor.daemon import Daemon
 from tests.test_daemon import identities, in_thread, stop, wait_for, write
 from tests.test_planner import A6000, INCIDENT, QWEN36
 
@@ -21,7 +21,7 @@ def history(config):
 
 
 def run_until_launched(config, launches: int = 1) -> list:
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: len([a for a in history(config) if a.started_at]) >= launches)
     stop(daemon, thread)
@@ -42,7 +42,7 @@ def test_a_slow_startup_that_progresses_is_not_killed_one_that_stops_is_at_the_s
     """Shards arrive every 0.6 s for 3 s (twice startup_stall_s), then nothing: the hang is
     called about startup_stall_s after the last shard, naming where it stalled."""
     config = startup_that_prints(tmp_path, shards=6, interval=0.6)
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.GAVE_UP, 20)
     stop(daemon, thread)
@@ -57,7 +57,7 @@ def test_a_slow_startup_that_progresses_is_not_killed_one_that_stops_is_at_the_s
 
 def test_a_startup_that_prints_nothing_is_a_hang_at_the_stall_not_the_cap(tmp_path):
     config = startup_that_prints(tmp_path, shards=0, interval=0.0)
-    daemon = Daemon(config)
+    daemon = build_daemon(config)
     thread = in_thread(daemon)
     wait_for(lambda: daemon.state is ServerState.GAVE_UP, 20)
     stop(daemon, thread)

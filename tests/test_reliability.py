@@ -34,13 +34,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import exporter.history
 from exporter import metrics
+from exporter.app import build_daemon
 from exporter.attempt.states import ServerState
 from exporter.config import Config, load_config
 from exporter.history import History
 from exporter.identity import ProcessIdentity
 from exporter.notify import Notifier
 from exporter.redact import redact_command
-from exporter.supervisor.daemon import Daemon
 from exporter.telemetry.probes import ProbeCollector
 from tests.conftest import free_port, live_in_sessions
 from tests.programs.fake_sglang import READY_LINE
@@ -267,7 +267,7 @@ class Running:
 
     def __init__(self, config: Config, notifier: Notifier | None = None) -> None:
         self.config = config
-        self.daemon = Daemon(config, notifier=notifier)
+        self.daemon = build_daemon(config, notifier=notifier)
         self.server, _ = metrics.serve(
             config.metrics.host, config.metrics.port, self.daemon.snapshot
         )

@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 
-from exporter import demo, endpoints, metrics
-from exporter.attempt.states import ServerState
+from exporter import app
 from exporter.commands.run import configure_logging
 from exporter.sglang_cpu.install import SGLangInstallError, default_cache_dir, ensure_sglang
-from exporter.supervisor import signals
-from exporter.supervisor.daemon import Daemon
 from exporter.termination import ExitCode
 
 HELP = (
@@ -50,37 +46,11 @@ def run(args: argparse.Namespace) -> int:
     except SGLangInstallError as error:
         print(f"sglang-sentinel demo: {error}", file=sys.stderr)
         return ExitCode.ERROR
-    workdir = cache / "demo" / time.strftime("%Y%m%d-%H%M%S")
-    port = args.metrics_port or demo.free_port()
-    # One /metrics and one set of probes for both runs: they show whichever daemon runs now.
-    current: list[Daemon] = []
-    server, _thread = metrics.serve(
-        "127.0.0.1",
-        port,
-        lambda: current[-1].snapshot(),
-        endpoints.routes(lambda: current[-1].status()),
+    return app.demo(
+        runtime,
+        cache,
+        metrics_port=args.metrics_port,
+        once=args.once,
+        json_summary=args.json,
+        timeout_s=args.timeout,
     )
-    url = f"http://127.0.0.1:{port}/metrics"
-    say("metrics: %s (probes: /healthz /readyz /status)", url)
-    runs = []
-    try:
-        for mode in ("off", "fix"):
-            config = demo.write_demo_config(
-                runtime, cache / "models", workdir / f"preflight-{mode}", port, mode
-            )
-            say("demo run with policy.preflight = %r, config %s", mode, config.source)
-            current.append(Daemon(config))
-            # Before its SGLang starts: SIGTERM and SIGINT stop it in both modes (with --once
-            # the loop runs in a thread; the handlers run in this one).
-            signals.install(current[-1])
-            if mode == "fix" and not args.once:
-                return current[-1].run()
-            settled = demo.run_until_settled(current[-1], args.timeout, poll=lambda: None)
-            if settled is ServerState.STOPPED:  # a signal stopped it first: no further run
-                return int(current[-1].exit_code)
-            runs.append(demo.summary(current[-1], settled, url))
-        if args.json:
-            print(demo.to_json(demo.comparison(runs)))
-        return 0 if all(run["outcome"] == "ready" for run in runs) else 1
-    finally:
-        server.shutdown()

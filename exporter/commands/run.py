@@ -6,12 +6,9 @@ import argparse
 import logging
 import sys
 
-from exporter import endpoints, metrics
+from exporter import app
 from exporter.config import ConfigError, load_config
-from exporter.notify import Notifier
-from exporter.supervisor import signals
-from exporter.supervisor.daemon import Daemon
-from exporter.termination import ExitCode, message, write_message
+from exporter.termination import ExitCode
 
 HELP = "launch and supervise SGLang as the config says, export /metrics, until stopped"
 
@@ -49,31 +46,4 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"sglang-sentinel run: {error}", file=sys.stderr)
         return ExitCode.USAGE
-    # SGLang must not inherit NOTIFY_SOCKET: with NotifyAccess=main its messages are refused.
-    daemon = Daemon(config, notifier=Notifier.from_environment(unset_environment=True))
-    signals.install(daemon)  # at once: a SIGTERM from now on stops the daemon cleanly
-    listen = config.metrics
-    try:
-        server, _thread = metrics.serve(
-            listen.host, listen.port, daemon.snapshot, endpoints.routes(daemon.status)
-        )
-    except OSError as error:
-        reason = f"cannot serve metrics on {listen.address}: {error}"
-        print(f"sglang-sentinel run: {reason}", file=sys.stderr)
-        write_message(config.paths.termination_log, message(ExitCode.ERROR, None, reason))
-        return ExitCode.ERROR
-    logging.getLogger("sglang_sentinel").info(
-        "metrics on http://%s/metrics, probes on /healthz /readyz /status", listen.address
-    )
-    try:
-        return daemon.run()
-    except Exception as error:
-        # The daemon's own bug: say so where an operator looks, then fail.
-        logging.getLogger("sglang_sentinel").exception("internal error")
-        detail = f"{type(error).__name__}: {error}"
-        write_message(
-            config.paths.termination_log, message(ExitCode.ERROR, daemon.last_failure, detail)
-        )
-        return ExitCode.ERROR
-    finally:
-        server.shutdown()
+    return app.run(config)

@@ -27,7 +27,16 @@ from exporter.diagnosis.classify import Classification, Confidence, Outcome, cla
 from exporter.diagnosis.planner import FITS, Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
-from exporter.history import AttemptRecord, History, HistoryWriteError
+from exporter.history import (
+    AttemptRecord,
+    History,
+    HistoryWriteError,
+    Record,
+    end_record,
+    lost_record,
+    ready_record,
+    start_record,
+)
 from exporter.identity import ProcessIdentity, describe, identify
 from exporter.logs.events import Event
 from exporter.logs.excerpt import Excerpt
@@ -97,13 +106,26 @@ class Attempt:
         return now - (self.log.last_batch_at or self.log.ready_at or self.started_at)
 
 
+@dataclass(frozen=True)
+class Sources:
+    """The telemetry the daemon reads, built for it by exporter/app.py: the probes for readiness
+    and hangs, the process tree for the attempt's members, the GPUs for their release."""
+
+    probes: ProbeCollector
+    processes: ProcessCollector
+    gpus: GpuCollector
+
+
 class Daemon:
     def __init__(
         self,
         config: Config,
+        sources: Callable[[Daemon], Sources],
         clock: Callable[[], float] = time.time,
         notifier: Notifier | None = None,
     ) -> None:
+        """``sources`` builds the daemon's telemetry: the sources call back into the daemon
+        they serve (wake, scheduler_quiet, attempt_members)."""
         self.config = config
         self._notifier = notifier or Notifier.disabled()
         self._clock = clock
@@ -129,13 +151,10 @@ class Daemon:
         self._remedies: Counter[str] = Counter()
         self._planned: Preflight | None = None  # the pre-flight of the next or current launch
         self._planned_at: float | None = None
-        self.probes = ProbeCollector(
-            config.policy.health_interval_s,
-            on_snapshot=self._exits.wake,
-            wants_loads=self._scheduler_quiet,
-        )
-        self.processes = ProcessCollector(self.attempt_members)
-        self.gpus = GpuCollector(lambda: self.processes.snapshot().roles_by_pid())
+        telemetry = sources(self)
+        self.probes = telemetry.probes
+        self.processes = telemetry.processes
+        self.gpus = telemetry.gpus
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
         # PID 1 or a subreaper inherits SGLang's orphans: reaped on SIGCHLD (signals.py).
@@ -158,6 +177,10 @@ class Daemon:
 
     def request_reload(self) -> None:
         self._reload_requested = True
+        self._exits.wake()
+
+    def wake(self) -> None:
+        """Wake the loop to look at news (the probes: a new snapshot)."""
         self._exits.wake()
 
     def snapshot(self) -> Snapshot:
@@ -376,21 +399,7 @@ class Daemon:
             log=AttemptLog(config.sglang.version, self._clock),
         )
         _point_current(log_dir, log_path)
-        self._record(
-            {
-                "type": "start",
-                "attempt": number,
-                "time": started,
-                "profile": config.profiles[index].name,
-                "profile_index": index,
-                "command": redact_command(command),
-                "log": str(log_path),
-                "processes": [leader.to_json()],
-                "reason": reason,
-                **self._patch_record(index),
-                **self._preflight_record(),
-            }
-        )
+        self._record_start(number, index, started, command, log_path, [leader], reason)
         with self._lock:
             self.attempt = attempt
             self._attempts_total += 1
@@ -431,16 +440,43 @@ class Daemon:
         say = log.info if result.verdict == FITS else log.warning
         say("attempt %d: %s", number, result.sentence())
 
-    def _preflight_record(self) -> dict:
-        planned = self._planned
-        return planned.record(self._planned_at or 0.0) if planned is not None else {}
+    def _record_start(
+        self,
+        number: int,
+        index: int,
+        at: float,
+        command: list[str],
+        log_path: Path,
+        processes: list[ProcessIdentity],
+        reason: str,
+    ) -> None:
+        self._record(
+            start_record(
+                number,
+                at,
+                profile=self.config.profiles[index].name,
+                profile_index=index,
+                command=redact_command(command),
+                log=log_path,
+                processes=[process.to_json() for process in processes],
+                reason=reason,
+                patch=self._patch_record(index),
+                preflight=self._preflight_record(),
+            )
+        )
 
-    def _patch_record(self, index: int) -> dict:
+    def _preflight_record(self) -> dict | None:
+        planned = self._planned
+        if planned is None:
+            return None
+        return planned.record(self._planned_at or 0.0)["preflight"]
+
+    def _patch_record(self, index: int) -> dict | None:
         """The automatic change a launch carries, so a restarted daemon keeps it."""
         patch = self._patches.get(index)
         if patch is None:
-            return {}
-        return {"patch": {"set": patch.set, "remove": list(patch.remove), "reason": patch.reason}}
+            return None
+        return {"set": patch.set, "remove": list(patch.remove), "reason": patch.reason}
 
     def _unknown_flags(self, args: dict, env: dict) -> str | None:
         """Flags this SGLang's --help does not list: a launch would fail after seconds."""
@@ -475,21 +511,7 @@ class Daemon:
         """An attempt that never started (bad flags, missing interpreter): recorded all the
         same, so the policy moves on and the history says why."""
         log.error("attempt %d: could not start SGLang: %s", number, error)
-        self._record(
-            {
-                "type": "start",
-                "attempt": number,
-                "time": at,
-                "profile": self.config.profiles[index].name,
-                "profile_index": index,
-                "command": redact_command(command),
-                "log": str(log_path),
-                "processes": [],
-                "reason": "not launched",
-                **self._patch_record(index),
-                **self._preflight_record(),
-            }
-        )
+        self._record_start(number, index, at, command, log_path, [], "not launched")
         result = Classification(
             FailureClass.INVALID_ARGUMENT, error, None, None, [error], f"could not start: {error}"
         )
@@ -528,14 +550,7 @@ class Daemon:
                 first = False
         if first:
             log.info("attempt %d: serving after %.1f s", attempt.number, self._startup_s)
-            self._record(
-                {
-                    "type": "ready",
-                    "attempt": attempt.number,
-                    "time": now,
-                    "startup_s": self._startup_s,
-                }
-            )
+            self._record(ready_record(attempt.number, now, self._startup_s))
         self._cross_check(attempt, probes.max_total_num_tokens)
         self._check_prediction(attempt)
         evidence = self._hang_evidence(attempt, probes, now)
@@ -584,7 +599,7 @@ class Daemon:
             return f"{waiting} request(s) waiting, no batch line for {silent:.0f} s{frozen}"
         return None
 
-    def _scheduler_quiet(self) -> bool:
+    def scheduler_quiet(self) -> bool:
         """No batch line for two probe intervals. Only then can requests be stuck waiting,
         so only then is /v1/loads asked: SGLang logs a prefill batch for each /health it
         answers (its one-token generation), so a working scheduler is never that quiet.
@@ -744,24 +759,21 @@ class Daemon:
             decision = self._decide(
                 number, index, started_at, attempt, failure_class, now, events, result.confidence
             )
-        exit_code = outcome.exit_code
         self._record(
-            {
-                "type": "end",
-                "attempt": number,
-                "time": now,
-                "exit_code": exit_code,
-                "signal": -exit_code if exit_code is not None and exit_code < 0 else None,
-                "phase": result.phase.value if result.phase else None,
-                "phase_reached": attempt.log.progress.step.label if attempt else None,
-                "failure_class": failure_class.value,
-                "confidence": result.confidence.value,
-                "root_cause_line": result.root_cause_line,
-                "diagnosis": result.diagnosis,
-                "decision": decision.reason if decision else None,
-                "stopped_by": stopped_by,
-                "served_s": now - attempt.ready_at if attempt and attempt.ready_at else None,
-            }
+            end_record(
+                number,
+                now,
+                exit_code=outcome.exit_code,
+                phase=result.phase.value if result.phase else None,
+                phase_reached=attempt.log.progress.step.label if attempt else None,
+                failure_class=failure_class.value,
+                confidence=result.confidence.value,
+                root_cause_line=result.root_cause_line,
+                diagnosis=result.diagnosis,
+                decision=decision.reason if decision else None,
+                stopped_by=stopped_by,
+                served_s=now - attempt.ready_at if attempt and attempt.ready_at else None,
+            )
         )
         with self._lock:
             if failed:
@@ -1023,14 +1035,7 @@ class Daemon:
             now = self._clock()
             attempt.ready_at = now
             self._startup_s = now - attempt.started_at
-            self._record(
-                {
-                    "type": "ready",
-                    "attempt": attempt.number,
-                    "time": now,
-                    "startup_s": self._startup_s,
-                }
-            )
+            self._record(ready_record(attempt.number, now, self._startup_s))
 
     def _record_lost(self, record: AttemptRecord) -> None:
         """The last attempt ended while no daemon watched it: classify it from its log."""
@@ -1042,19 +1047,14 @@ class Daemon:
             result = Classification(FailureClass.OTHER, None, None, None, [], "log missing")
         result = self._masked(result, min(record.profile_index or 0, len(self.config.profiles) - 1))
         self._record(
-            {
-                "type": "end",
-                "attempt": record.attempt,
-                "time": self._clock(),
-                "exit_code": None,
-                "signal": None,
-                "phase": result.phase.value if result.phase else None,
-                "failure_class": result.failure_class.value,
-                "root_cause_line": result.root_cause_line,
-                "diagnosis": result.diagnosis + " (ended while the daemon was down)",
-                "decision": None,
-                "stopped_by": None,
-            }
+            lost_record(
+                record.attempt,
+                self._clock(),
+                phase=result.phase.value if result.phase else None,
+                failure_class=result.failure_class.value,
+                root_cause_line=result.root_cause_line,
+                diagnosis=result.diagnosis,
+            )
         )
 
     def _reload(self) -> None:
@@ -1134,7 +1134,7 @@ class Daemon:
             detail,
         )
 
-    def _record(self, record: dict) -> None:
+    def _record(self, record: Record) -> None:
         try:
             self.history.append(record)
         except HistoryWriteError as error:

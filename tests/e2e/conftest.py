@@ -14,11 +14,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import metrics
+from exporter.app import build_daemon
 from exporter.attempt.states import ServerState
 from exporter.config import Config, load_config
 from exporter.sglang_cpu.install import SGLangRuntime, default_cache_dir, ensure_sglang
 from exporter.sglang_cpu.models import write_tiny_model
-from exporter.supervisor.daemon import Daemon
 from tests.conftest import free_port
 
 
@@ -113,7 +113,7 @@ class RunningDaemon:
     """A Daemon in a thread with its /metrics served, as `sglang-sentinel run` would run it."""
 
     def __init__(self, config: Config, start: bool = True) -> None:
-        self.daemon = Daemon(config)
+        self.daemon = build_daemon(config)
         self.config = config
         listen = config.metrics
         self.server, _ = metrics.serve(listen.host, listen.port, self.daemon.snapshot)

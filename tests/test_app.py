@@ -1,0 +1,52 @@
+"""The composition root: the daemon's sources are wired to the daemon they serve, and one server
+shows whichever daemon runs now (the demo's two runs)."""
+
+from __future__ import annotations
+
+import httpx
+from exporter.supervisor.states import ServerState
+
+from exporter.app import build_daemon, serve
+from exporter.config import load_config
+from tests.conftest import free_port
+from tests.test_daemon import in_thread, stop, wait_for, write
+
+
+def test_the_process_collector_follows_the_attempt_of_its_daemon(tmp_path):
+    daemon = build_daemon(load_config(write(tmp_path, {"sleep": 600.0})))
+    assert daemon.processes.collect().processes == ()  # no attempt yet
+    thread = in_thread(daemon)
+    try:
+        wait_for(lambda: daemon.state is ServerState.STARTING)
+        leader = daemon.attempt.processes.leader
+        seen = daemon.processes.collect().processes
+        assert [p.identity for p in seen if p.identity.pid == leader.pid] == [leader]
+    finally:
+        stop(daemon, thread)
+
+
+def test_one_server_shows_whichever_daemon_is_current(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    crashing = write(tmp_path / "a", {"exit-code": 1}, policy={"max_attempts": 1})
+    first = build_daemon(load_config(crashing))
+    second = build_daemon(load_config(write(tmp_path / "b", {"sleep": 600.0})))
+    current = [first]
+    port = free_port()
+    server = serve("127.0.0.1", port, lambda: current[-1])
+    thread = in_thread(first)
+    try:
+        wait_for(lambda: first.state is ServerState.GAVE_UP)
+        assert 'server_state{state="gave_up"} 1' in scrape(port, "/metrics")
+        assert '"state": "gave_up"' in scrape(port, "/status")
+        current.append(second)
+        assert 'server_state{state="stopped"} 1' in scrape(port, "/metrics")
+        assert '"state": "stopped"' in scrape(port, "/status")
+    finally:
+        stop(first, thread)
+        server.shutdown()
+        server.server_close()
+
+
+def scrape(port: int, path: str) -> str:
+    return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=5, trust_env=False).text
