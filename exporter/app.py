@@ -13,16 +13,16 @@ from pathlib import Path
 
 from exporter import demo as demo_runs
 from exporter import endpoints, metrics
+from exporter.attempt.states import ServerState
 from exporter.config import Config
 from exporter.notify import Notifier
 from exporter.sglang_cpu.install import SGLangRuntime
 from exporter.supervisor import signals
 from exporter.supervisor.daemon import Daemon, Sources
-from exporter.supervisor.states import ServerState
-from exporter.supervisor.termination import ExitCode, message, write_message
 from exporter.telemetry.gpu import GpuCollector
 from exporter.telemetry.probes import ProbeCollector
 from exporter.telemetry.processes import ProcessCollector
+from exporter.termination import ExitCode, message, write_message
 
 log = logging.getLogger("sglang_sentinel")
 

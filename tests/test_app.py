@@ -4,9 +4,9 @@ shows whichever daemon runs now (the demo's two runs)."""
 from __future__ import annotations
 
 import httpx
-from exporter.supervisor.states import ServerState
 
 from exporter.app import build_daemon, serve
+from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from tests.conftest import free_port
 from tests.test_daemon import in_thread, stop, wait_for, write

@@ -49,6 +49,7 @@ RULES = (
     ),
     Rule("metrics", NEVER, ("supervisor", "policy"), "families come from the Snapshot alone"),
     Rule("supervisor", NEVER, ("metrics",), "the loop fills the Snapshot; a scrape renders it"),
+    Rule("app", ONLY_BY, ("commands",), "the composition root is wired by run and demo only"),
     Rule("commands", ONLY_BY, ("cli",), "a command is an entry point, never a library"),
     Rule("cli", ONLY_BY, (), "the command line is the top: nothing builds on it"),
 )
