@@ -8,6 +8,7 @@ The same against the real SGLang is in tests/e2e/test_container_sglang.py.
 from __future__ import annotations
 
 import contextlib
+import os
 import json
 import shutil
 import signal
@@ -131,7 +132,11 @@ class Namespace:
             with contextlib.suppress(psutil.Error):
                 if proc.status() == psutil.STATUS_ZOMBIE:
                     parent = psutil.Process(proc.ppid())
-                    out.append(f"{proc.pid} {proc.name()} (parent {parent.pid} {parent.name()})")
+                    session = os.getsid(proc.pid)
+                    out.append(
+                        f"{proc.pid} {proc.name()} session {session} "
+                        f"(parent {parent.pid} {parent.name()}, session {os.getsid(parent.pid)})"
+                    )
         return out
 
     def host_process(self, pid_inside: int) -> psutil.Process:

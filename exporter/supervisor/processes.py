@@ -10,6 +10,7 @@ it did not start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -222,6 +223,12 @@ class AttemptProcesses:
             time.sleep(POLL_S)
             live = self._live()
         survivors = [member for member in live if member.alive()]
+        # The last look may have seen the launcher gone (a zombie counts as gone) before its
+        # Popen collected it, and a poll() that meets another thread's poll() collects
+        # nothing: wait for it, or it stays a zombie that nobody else may reap.
+        if self._popen is not None and not self.leader.alive():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._popen.wait(timeout=kill_wait_s)
         return StopReport(terminated, len(killed), survivors, time.monotonic() - started)
 
     def _live(self) -> list[ProcessIdentity]:
