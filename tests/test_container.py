@@ -8,8 +8,8 @@ The same against the real SGLang is in tests/e2e/test_container_sglang.py.
 from __future__ import annotations
 
 import contextlib
-import os
 import json
+import os
 import shutil
 import signal
 import socket

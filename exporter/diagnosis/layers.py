@@ -29,14 +29,16 @@ from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
 
 _CONFIDENT = 80  # a signature of a named family or better (signatures.py's tiers)
 # The other layers on the signatures' priority scale: an exception outranks a condition, a
-# worded error line or telling numbers outrank an exception nothing knows (41), and how the
-# process ended outranks "other".
+# worded error line or telling numbers outrank an exception nothing knows, and how the
+# process ended outranks "other"; a startup that merely stopped printing is the last resort.
 _EXCEPTION_SCORE = 48
 _LINE_WORDING_SCORE = 45
 _NUMBERS_SCORE = 42
 _OBSERVED_SCORE = 17  # the supervisor saw it: a stall, a process gone
 _ERROR_LINE_SCORE = 16
 _EXIT_SCORE = 14
+_UNKNOWN_EXCEPTION_SCORE = 41
+_STOPPED_SCORE = 5
 # A graph capture that starts with almost no memory left, then fails.
 _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
 _STARVED_GB = 0.5
@@ -154,9 +156,9 @@ def _failed_allocation_below(attempt: Reading, hit: Hit) -> Verdict | None:
     for offset, line in enumerate(following):
         family = family_of(line.message)
         if family is not None and family.out_of_memory:
-            failure_class, _ = where_oom(attempt, hit.position + offset)
-            score = hit.signature.priority - 1
             position = hit.position + offset
+            failure_class = _worded_class(family, attempt, position)
+            score = hit.signature.priority - 1
             return Verdict(failure_class, position, "wording", family.name, Confidence.LOW, score)
     return None
 
@@ -170,7 +172,7 @@ def _by_exception(attempt: Reading, position: int) -> list[Verdict]:
     verdicts = []
     family = family_of(message) if message else None
     if family is not None:
-        failure_class, _ = _worded_class(family, attempt, position)
+        failure_class = _worded_class(family, attempt, position)
         confidence = Confidence.MEDIUM if family.specific else Confidence.LOW
         score = _EXCEPTION_SCORE + (1 if family.specific else -1)
         verdicts.append(Verdict(failure_class, root, "exception", family.name, confidence, score))
@@ -192,14 +194,16 @@ def _by_exception(attempt: Reading, position: int) -> list[Verdict]:
         verdicts.append(verdict)
     if not verdicts:
         name = exception_type.rsplit(".", 1)[-1]
-        verdicts.append(Verdict(FailureClass.OTHER, root, "exception", name, Confidence.LOW, 41))
+        verdict = Verdict(
+            FailureClass.OTHER, root, "exception", name, Confidence.LOW, _UNKNOWN_EXCEPTION_SCORE
+        )
+        verdicts.append(verdict)
     return verdicts
 
 
-def _worded_class(family: Family, attempt: Reading, position: int) -> tuple[FailureClass, bool]:
-    if family.out_of_memory:
-        return where_oom(attempt, position)
-    return family.failure_class, True
+def _worded_class(family: Family, attempt: Reading, position: int) -> FailureClass:
+    """A family's class; an out-of-memory wording's depends on where it happened."""
+    return where_oom(attempt, position)[0] if family.out_of_memory else family.failure_class
 
 
 def _earliest_statement(ordered: Sequence[LogLine], position: int, message: str) -> int:
@@ -228,7 +232,7 @@ def _by_error_wording(attempt: Reading) -> Verdict | None:
         message = attempt.ordered[i].message
         family = family_of(message, in_exception=is_exception(attempt.ordered[i]))
         if family is not None:
-            failure_class, _ = _worded_class(family, attempt, i)
+            failure_class = _worded_class(family, attempt, i)
             return Verdict(
                 failure_class, i, "wording", family.name, Confidence.LOW, _LINE_WORDING_SCORE
             )
@@ -249,6 +253,8 @@ def _by_numbers(attempt: Reading) -> Verdict | None:
             )
     ordered = attempt.ordered
     for i, line in enumerate(ordered):
+        if "avail_mem=" not in line.message:  # a literal test first: this reads every line
+            continue
         match = _STARVED_CAPTURE.search(line.message)
         if match and float(match.group("gb")) < _STARVED_GB and _fails_after(attempt, i):
             return Verdict(
@@ -367,6 +373,11 @@ def _by_progress(attempt: Reading) -> Verdict:
     last = last_meaningful(attempt.ordered)
     if attempt.outcome.exit_code is None and reached and not reached & SERVING and last is not None:
         return Verdict(
-            FailureClass.HANG_TIMEOUT, last, "progress", "startup_stopped", Confidence.LOW, 5
+            FailureClass.HANG_TIMEOUT,
+            last,
+            "progress",
+            "startup_stopped",
+            Confidence.LOW,
+            _STOPPED_SCORE,
         )
     return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)
