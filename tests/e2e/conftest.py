@@ -51,6 +51,21 @@ def toml_value(value: object) -> str:
     return str(value)
 
 
+def lone_first_node() -> dict:
+    """Flags and environment of rank 0 of a two-node group whose second node never comes:
+    SGLang waits in torch.distributed's init (the CPU engine needs one thread binding per
+    rank before it reaches the wait)."""
+    return {
+        "args": {
+            "tp-size": 2,
+            "nnodes": 2,
+            "node-rank": 0,
+            "dist-init-addr": f"127.0.0.1:{free_port()}",
+        },
+        "env": {"SGLANG_CPU_OMP_THREADS_BIND": "0|1"},
+    }
+
+
 def write_config(
     directory: Path,
     runtime: SGLangRuntime,

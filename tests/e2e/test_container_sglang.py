@@ -20,8 +20,8 @@ import psutil
 
 from exporter.history import History
 from exporter.supervisor.daemon import LOST_MEMBER_GRACE_S
-from tests.conftest import free_port, live_in_sessions, wait
-from tests.e2e.conftest import write_config
+from tests.conftest import live_in_sessions, wait
+from tests.e2e.conftest import lone_first_node, write_config
 from tests.test_container import Namespace, Watcher, ready, status_of
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,13 +211,7 @@ def test_a_rank_of_a_two_node_group_that_cannot_form_exits_4_with_the_message(
         tmp_path,
         runtime,
         models["tiny"],
-        args={
-            "tp-size": 2,
-            "nnodes": 2,
-            "node-rank": 0,
-            "dist-init-addr": f"127.0.0.1:{free_port()}",
-        },
-        env={"SGLANG_CPU_OMP_THREADS_BIND": "0|1"},
+        **lone_first_node(),
         policy={"startup_timeout_s": 45.0},
     )
     config.source.write_text(config.source.read_text() + f'termination_log = "{message}"\n')

@@ -11,8 +11,7 @@ import httpx
 from exporter.attempt.states import ServerState
 from exporter.history import History
 from exporter.identity import ProcessIdentity, describe
-from tests.conftest import free_port
-from tests.e2e.conftest import write_config
+from tests.e2e.conftest import lone_first_node, write_config
 
 
 def value(samples, name, **labels) -> float | None:
@@ -107,14 +106,7 @@ def test_multi_node_launch_without_its_second_node_is_a_startup_hang(
         tmp_path,
         runtime,
         models["tiny"],
-        args={
-            "tp-size": 2,
-            "nnodes": 2,
-            "node-rank": 0,
-            "dist-init-addr": f"127.0.0.1:{free_port()}",
-        },
-        # the CPU engine needs one thread binding per rank before it reaches the wait
-        env={"SGLANG_CPU_OMP_THREADS_BIND": "0|1"},
+        **lone_first_node(),
         # one node's daemon of a group would exit for the group controller (tested in
         # test_container_sglang); here the stall itself is under test
         policy={"startup_stall_s": 30.0, "max_attempts": 1, "group": "relaunch"},
