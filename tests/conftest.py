@@ -28,6 +28,14 @@ GiB = 1 << 30
 CORPUS = Path(os.environ.get("SGLANG_SENTINEL_CORPUS", TESTS.parents[1] / "shared" / "corpus"))
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/**/*.metrics from what the code renders now (review the diff)",
+    )
+
+
 def wait(predicate, timeout_s: float, what: str, poll_s: float = 0.25):
     """Poll ``predicate`` until it returns something true (returned), or fail naming what
     was awaited."""
