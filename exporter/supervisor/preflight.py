@@ -110,8 +110,14 @@ def check(
         return _unknown(mode, f"the planner cannot size it: {error}")
     except Exception as error:  # a planner bug must not block a launch
         return _unknown(mode, f"the planner failed: {type(error).__name__}: {error}")
+    return _judged(mode, result, inputs.memory_source, max_fraction)
+
+
+def _judged(mode: str, result: Plan, memory_source: str | None, max_fraction: float) -> Preflight:
+    """The pre-flight of one plan: fits, a failure with no change that fits, or one with
+    the cheapest change (applied in "fix" mode)."""
     calibrated = bool(result.inputs.get("calibrated"))
-    common = {"mode": mode, "calibrated": calibrated, "memory_source": inputs.memory_source}
+    common = {"mode": mode, "calibrated": calibrated, "memory_source": memory_source}
     if result.fits:
         return Preflight(
             verdict=FITS,
