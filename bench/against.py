@@ -1,0 +1,120 @@
+"""This checkout's figures beside an older commit's, in one run on one machine.
+
+    python -m bench.against REV [--quick] [--rounds N] [--only ingest,latency,...]
+
+REV's ``exporter/`` and ``bench/`` are exported into a temporary folder and each figure is
+run there with its own benchmark code (so a benchmark that measures an internal class
+measures that commit's class), alternating with this checkout's: ours, REV, REV, ours, ...
+so both see the same background load. Each side's value is the median over the rounds.
+stdout: one JSON object per benchmark both sides report, with ``ratio`` = ours / REV and
+``regression`` = how much worse ours is (0.12 = 12% worse; negative: better). Units that
+are rates ("/s") are better higher, every other unit better lower. Never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from io import BytesIO
+from pathlib import Path
+
+from bench.common import PYTHON, REPO, median, note
+
+# The five figures issue 14 holds to "no more than 10% worse" (footprint: idle RSS and CPU).
+DEFAULT = "ingest,latency,crash,scrape,footprint"
+
+
+def export(rev: str, into: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, "exporter", "bench"],
+        cwd=REPO,
+        capture_output=True,
+        check=False,
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"bench.against: cannot export {rev}: {archive.stderr.decode()[-500:]}")
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    # Its benchmarks start the daemon as .venv/bin/sglang-sentinel: that commit's code.
+    launcher = into / ".venv" / "bin" / "sglang-sentinel"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{into}" exec "{PYTHON}" -c '
+        '"import sys; from exporter.cli import main; sys.exit(main())" "$@"\n'
+    )
+    launcher.chmod(0o755)
+    return into
+
+
+def run_figure(tree: Path, figure: str, quick: bool) -> dict[str, dict]:
+    """One figure's records from ``tree``'s own bench.main, by benchmark name."""
+    command = [PYTHON, "-m", "bench.main", "--only", figure, *(["--quick"] if quick else [])]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        note(f"{figure} in {tree} failed:\n{done.stderr[-2000:]}")
+    records = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            records[record["benchmark"]] = record
+    return records
+
+
+def regression(ours: float, theirs: float, unit: str) -> float | None:
+    if theirs == 0 or ours == 0:
+        return None
+    return theirs / ours - 1 if unit.endswith("/s") else ours / theirs - 1
+
+
+def compare(figure: str, rounds: int, old: Path, rev: str, quick: bool) -> None:
+    values: dict[str, dict[str, list[float]]] = {"ours": {}, "old": {}}
+    units: dict[str, str] = {}
+    for round_number in range(rounds):
+        # Alternate who goes first: a drift in the machine's load hits both sides alike.
+        order = [("ours", REPO), ("old", old)]
+        for side, tree in order if round_number % 2 == 0 else reversed(order):
+            for name, record in run_figure(tree, figure, quick).items():
+                if isinstance(record.get("value"), (int, float)) and record["unit"]:
+                    values[side].setdefault(name, []).append(float(record["value"]))
+                    units[name] = record["unit"]
+    for name in sorted(set(values["ours"]) & set(values["old"])):
+        ours, theirs = median(values["ours"][name]), median(values["old"][name])
+        worse = regression(ours, theirs, units[name])
+        print(
+            json.dumps(
+                {
+                    "benchmark": name,
+                    "value": ours,
+                    "unit": units[name],
+                    "peer": rev,
+                    "peer_value": theirs,
+                    "ratio": round(ours / theirs, 3) if theirs else None,
+                    "regression": None if worse is None else round(worse, 3),
+                    "within_10_percent": worse is not None and worse <= 0.10,
+                }
+            ),
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.against", description=__doc__)
+    parser.add_argument("rev", help="the older commit, e.g. 8ada096")
+    parser.add_argument("--only", default=DEFAULT, help=f"figures (default {DEFAULT})")
+    parser.add_argument("--rounds", type=int, default=2, help="runs per side per figure")
+    parser.add_argument("--quick", action="store_true", help="each figure's --quick sizes")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="sentinel-against-") as tmp:
+        old = export(args.rev, Path(tmp))
+        for figure in (name.strip() for name in args.only.split(",") if name.strip()):
+            note(f"--- {figure}: ours vs {args.rev}, {args.rounds} rounds ---")
+            compare(figure, args.rounds, old, args.rev, args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
