@@ -308,7 +308,7 @@ def test_termination_log_defaults_to_the_kubernetes_file_where_it_exists(monkeyp
     assert parse_config(PATHS).paths.termination_log is None  # no /dev/termination-log here
     assert parse_config(PATHS).policy.on_give_up == "wait"
     monkeypatch.setattr(
-        "exporter.config.default_termination_log", lambda: Path("/dev/termination-log")
+        "exporter.config.validate.default_termination_log", lambda: Path("/dev/termination-log")
     )
     on_kubernetes = parse_config(PATHS)
     assert on_kubernetes.paths.termination_log == Path("/dev/termination-log")

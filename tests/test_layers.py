@@ -42,6 +42,13 @@ RULES = (
     Rule("attempt", ONLY, ("logs", "sglang"), "pure folds of one attempt's log: no I/O, no policy"),
     Rule("diagnosis", ONLY, ("logs", "sglang"), "one log -> one classification, pure"),
     Rule(
+        "config",
+        ONLY,
+        ("sglang", "diagnosis.taxonomy", "termination"),
+        "a file -> typed values: it names flags and failure classes, it runs nothing",
+    ),
+    Rule("config.positions", ONLY, (), "where keys sit in TOML text: the text alone"),
+    Rule(
         "telemetry",
         NEVER,
         ("supervisor", "metrics", "attempt.attempt_log", "attempt.progress", "attempt.states"),
