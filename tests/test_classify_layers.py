@@ -304,3 +304,38 @@ def test_a_collectors_prefix_is_peeled_before_the_layers_read_the_line(prefix):
     assert result.root_cause_line.endswith(
         "ValueError: --tp-size 3 does not divide the 32 attention heads"
     )
+
+
+def test_collectives_that_time_out_after_a_ranks_own_crash_are_its_consequence():
+    serving = "[2026-04-18 02:40:00 TP0] Decode batch, #running-req: 12, #token: 9000, gen throughput (token/s): 800.00\n"
+    oom = raised_in(
+        f"{SITE}/sglang/srt/layers/logits_processor.py",
+        "_get_logits",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 5 has a "
+        "total capacity of 139.72 GiB of which 2.87 GiB is free.",
+    )
+    timeout = (
+        "[rank0]:[E418 02:54:11.120443958 ProcessGroupNCCL.cpp:685] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=88412, OpType=ALLREDUCE, "
+        "Timeout(ms)=600000) ran for 600064 milliseconds before timing out.\n"
+    )
+    after_crash = run(serving + oom + timeout)
+    assert after_crash.failure_class is C.RUNTIME_OOM
+    assert after_crash.root_cause_line.startswith("torch.OutOfMemoryError")
+    # Alone, the same timeout after serving is the hang it says.
+    assert run(serving + timeout).failure_class is C.HANG_TIMEOUT
+
+
+def test_a_lower_case_path_with_sglang_in_it_is_no_rejected_setting():
+    text = raised_in(
+        f"{SITE}/sglang/srt/multimodal/processors/base_processor.py",
+        "load_mm_data",
+        "OSError: [Errno 24] Too many open files: '/tmp/sglang_mm/3f1e.png'",
+    )
+    assert run(text).failure_class is not C.INVALID_ARGUMENT
+    rejected = raised_in(
+        f"{SITE}/sglang/srt/utils/common.py",
+        "get_int_env",
+        "ValueError: SGLANG_DISAGGREGATION_THREAD_POOL_SIZE must be a positive integer",
+    )
+    assert run(rejected).failure_class is C.INVALID_ARGUMENT

@@ -46,6 +46,7 @@ _FULL_USAGE = 0.99
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
+_GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _STATEMENT_MIN = 24  # an exception message this long, said earlier too, was said first there
 
 
@@ -128,7 +129,23 @@ def _by_signatures(attempt: Reading) -> list[Verdict]:
         if hit.signature.resolve is Resolve.COLLECTIVE:
             memory = _failed_allocation_below(attempt, hit)
             verdicts += [memory] if memory is not None else []
-    return verdicts
+    return [_waiting_on_a_crash(v, verdicts) for v in verdicts]
+
+
+def _waiting_on_a_crash(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:
+    """A collective that timed out or failed after a rank's own named crash (an OOM, a CUDA
+    error) is the other ranks waiting for the one that died: it ranks just below that crash."""
+    if verdict.failure_class not in _GROUP_CLASSES or verdict.root is None:
+        return verdict
+    crashes = [
+        other.score
+        for other in verdicts
+        if other.root is not None
+        and other.root < verdict.root
+        and other.score >= _CONFIDENT
+        and other.failure_class not in _GROUP_CLASSES
+    ]
+    return replace(verdict, score=max(crashes) - 1) if crashes else verdict
 
 
 def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[FailureClass, bool]:

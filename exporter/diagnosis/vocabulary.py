@@ -187,7 +187,8 @@ FAMILIES: tuple[Family, ...] = (
     _family(
         "setting_rejected",
         C.INVALID_ARGUMENT,
-        r"(?:^|[\s`'\"(=\[])--[a-z][\w-]+|\bSGLANG_[A-Z0-9_]+",
+        # Environment variables are upper case: a path such as /tmp/sglang_mm/ is no setting.
+        r"(?:^|[\s`'\"(=\[])--[a-z][\w-]+|(?-i:\bSGLANG_[A-Z0-9_]+)",
         exceptions_only=True,
     ),
     # Parallel sizes that do not fit the model's shapes.
