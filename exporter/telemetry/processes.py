@@ -35,7 +35,7 @@ class ProcessInfo:
 
 @dataclass(frozen=True)
 class ProcessSnapshot:
-    taken_at: float
+    taken_at: float = 0.0
     processes: tuple[ProcessInfo, ...] = ()
     health: CollectorHealth = NEVER_COLLECTED
 
@@ -81,7 +81,7 @@ class ProcessCollector(PeriodicSource[ProcessSnapshot]):
     expected = (OSError, psutil.Error)  # the scan itself failed, not one process
 
     def __init__(self, source: Callable[[], Members | None], interval_s: float = 5.0) -> None:
-        super().__init__(ProcessSnapshot(taken_at=0.0), interval_s)
+        super().__init__(ProcessSnapshot(), interval_s)
         self._source = source
 
     @classmethod
@@ -95,7 +95,7 @@ class ProcessCollector(PeriodicSource[ProcessSnapshot]):
     def _read(self, previous: ProcessSnapshot) -> ProcessSnapshot:
         members = self._source()
         found = inspect(*members) if members is not None else []
-        return ProcessSnapshot(previous.taken_at, tuple(found))
+        return ProcessSnapshot(processes=tuple(found))
 
 
 def process_families(processes: ProcessSnapshot | None) -> list[Family]:
