@@ -159,9 +159,11 @@ def synthetic_state(ranks: int) -> Snapshot:
         log_lines={True: 123456, False: 7890},
         last_line_time=now,
         last_batch_time=now,
-        probes=probes,
-        processes=ProcessSnapshot(now, tuple(processes), health),
-        gpus=GpuSnapshot(now, True, 0.003, now, devices=tuple(devices)),
+        sources={
+            "probes": probes,
+            "processes": ProcessSnapshot(now, tuple(processes), health),
+            "gpu": GpuSnapshot(now, CollectorHealth(True, 0.003, now), devices=tuple(devices)),
+        },
     )
 
 

@@ -18,33 +18,19 @@ from exporter.config import Config
 from exporter.notify import Notifier
 from exporter.sglang_cpu.install import SGLangRuntime
 from exporter.supervisor import signals
-from exporter.supervisor.daemon import Daemon, Sources
-from exporter.telemetry.gpu import GpuCollector
-from exporter.telemetry.probes import ProbeCollector
-from exporter.telemetry.processes import ProcessCollector
+from exporter.supervisor.daemon import Daemon
+from exporter.telemetry.registry import Sources
 from exporter.termination import ExitCode, message, write_message
 
 log = logging.getLogger("sglang_sentinel")
 
 
-def telemetry(daemon: Daemon) -> Sources:
-    """The sources one daemon reads: probes that wake its loop with each snapshot and ask
-    /v1/loads only while its scheduler is quiet; the process tree of its attempt; the GPUs'
-    use by that tree's roles."""
-    probes = ProbeCollector(
-        daemon.config.policy.health_interval_s,
-        on_snapshot=daemon.wake,
-        wants_loads=daemon.scheduler_quiet,
-    )
-    processes = ProcessCollector(daemon.attempt_members)
-    gpus = GpuCollector(lambda: processes.snapshot().roles_by_pid())
-    return Sources(probes, processes, gpus)
-
-
 def build_daemon(
     config: Config, notifier: Notifier | None = None, clock: Callable[[], float] = time.time
 ) -> Daemon:
-    return Daemon(config, telemetry, clock=clock, notifier=notifier)
+    """A daemon with every registered telemetry source, each wired to it by its own ``build``
+    (the probes wake its loop, the process tree follows its attempt, the GPUs that tree)."""
+    return Daemon(config, Sources.build, clock=clock, notifier=notifier)
 
 
 def serve(host: str, port: int, current: Callable[[], Daemon]) -> object:

@@ -21,6 +21,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 GZIP_LEVEL = 1  # the body is small and regenerated per scrape: speed over ratio
+NAMESPACE = "sglang_sentinel"  # the prefix of every metric we export, whichever layer builds it
 _INF = float("inf")
 
 
@@ -79,6 +80,16 @@ def gauge(name: str, documentation: str, labelnames: Sequence[str] = ()) -> Fami
 
 def counter(name: str, documentation: str, labelnames: Sequence[str] = ()) -> Family:
     return Family(name, documentation, "counter", labelnames)
+
+
+def sentinel_gauge(name: str, documentation: str, labelnames: Sequence[str] = ()) -> Family:
+    """A gauge of ours: ``name`` without the namespace."""
+    return gauge(f"{NAMESPACE}_{name}", documentation, labelnames)
+
+
+def sentinel_counter(name: str, documentation: str, labelnames: Sequence[str] = ()) -> Family:
+    """A counter of ours: ``name`` without the namespace (nor ``_total``)."""
+    return counter(f"{NAMESPACE}_{name}", documentation, labelnames)
 
 
 def render(families: Iterable[Family]) -> bytes:

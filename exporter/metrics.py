@@ -9,7 +9,7 @@ ranks), never from raw log text or pids.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from exporter import __version__, exposition
 from exporter.attempt.progress import COUNTED_STEPS, AttemptProgress
@@ -18,40 +18,46 @@ from exporter.attempt.states import ServerState
 from exporter.diagnosis.planner import VERDICTS
 from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
 from exporter.exposition import Family
-from exporter.sglang.roles import ROLES
-from exporter.telemetry.gpu import gpu_families
+from exporter.exposition import sentinel_counter as _counter
+from exporter.exposition import sentinel_gauge as _gauge
 from exporter.telemetry.health import collector_families
-from exporter.telemetry.probes import PROBES, ProbeSnapshot
-from exporter.telemetry.processes import ProcessSnapshot
+from exporter.telemetry.registry import SOURCES
+from exporter.telemetry.source import Reading
 
-NAMESPACE = "sglang_sentinel"
 FAILURE_CLASSES = tuple(c.value for c in FailureClass if c is not FailureClass.NONE)
 RESTART_REASONS = (*FAILURE_CLASSES, "config_reload")
 REMEDY_CLASSES = tuple(sorted(c.value for c in REMEDIED))
 
 
-def _gauge(name: str, doc: str, labels: Sequence[str] = ()) -> Family:
-    return exposition.gauge(f"{NAMESPACE}_{name}", doc, labels)
-
-
-def _counter(name: str, doc: str, labels: Sequence[str] = ()) -> Family:
-    return exposition.counter(f"{NAMESPACE}_{name}", doc, labels)
-
-
 def families(snap: Snapshot) -> list[Family]:
     """Every metric family for one snapshot; pure, so it is tested without a server."""
-    out: list[Family] = []
+    return [
+        *_server_families(snap),
+        *_outcome_families(snap),
+        *_profile_families(snap),
+        *_pool_families(snap.progress),
+        *_startup_families(snap.progress, snap.last_progress_time),
+        *_planned_families(snap),
+        *_log_families(snap),
+        *_runtime_families(snap.progress),
+        _reaped_family(snap.reaped),
+        *_source_families(snap.sources),
+    ]
+
+
+def _server_families(snap: Snapshot) -> list[Family]:
     build = _gauge("build_info", "sglang-sentinel build; always 1.", ["version"])
     build.add([__version__], 1)
-    out.append(build)
-
     state = _gauge("server_state", "1 for the server's current state, else 0.", ["state"])
     for candidate in ServerState:
         state.add([candidate.value], 1.0 if candidate is snap.state else 0.0)
     up = _gauge("server_up", "1 when the server is serving and healthy.")
     up.add([], 1.0 if snap.state is ServerState.READY else 0.0)
-    out += [state, up]
+    return [build, state, up]
 
+
+def _outcome_families(snap: Snapshot) -> list[Family]:
+    """Launches and how attempts ended."""
     attempts = _counter("attempts", "Launch attempts (adopted servers included).")
     attempts.add([], snap.attempts_total)
     # Every label value from 0: increase() cannot see the first event of a series that is
@@ -67,8 +73,10 @@ def families(snap: Snapshot) -> list[Family]:
         failures.add([failure_class], snap.failures.get(failure_class, 0))
         if failure_class in snap.last_failure_time:
             last.add([failure_class], snap.last_failure_time[failure_class])
-    out += [attempts, restarts, failures, last]
+    return [attempts, restarts, failures, last]
 
+
+def _profile_families(snap: Snapshot) -> list[Family]:
     profile = _gauge("profile_info", "The profile of the current attempt; always 1.", ["profile"])
     level = _gauge("fallback_level", "Index of the current profile in the ladder (0 = first).")
     if snap.profile is not None:
@@ -79,12 +87,11 @@ def families(snap: Snapshot) -> list[Family]:
     )
     if snap.startup_duration_s is not None:
         startup.add([], snap.startup_duration_s)
-    out += [profile, level, startup]
+    return [profile, level, startup]
 
-    out += _pool_families(snap.progress)
-    out += _startup_families(snap.progress, snap.last_progress_time)
-    out += _planned_families(snap)
 
+def _log_families(snap: Snapshot) -> list[Family]:
+    """What the log showed, and what the daemon made of it: hangs, automatic remedies."""
     lines = _counter("log_lines", "Log lines read, by whether the grammar knew them.", ["matched"])
     for matched in (True, False):
         lines.add([str(matched).lower()], snap.log_lines.get(matched, 0))
@@ -104,20 +111,16 @@ def families(snap: Snapshot) -> list[Family]:
     )
     for failure_class in REMEDY_CLASSES:
         remedies.add([failure_class], snap.remedies.get(failure_class, 0))
-    out += [lines, last_line, last_batch, hangs, remedies]
-    out += _runtime_families(snap.progress)
-    out += _probe_families(snap.probes)
-    out += _process_families(snap.processes)
-    out.append(_reaped_family(snap.reaped))
-    healths = {}
-    if snap.probes is not None:
-        healths["probes"] = snap.probes.health
-    if snap.processes is not None:
-        healths["processes"] = snap.processes.health
-    if snap.gpus is not None:
-        healths["gpu"] = snap.gpus.health
-        out += gpu_families(snap.gpus)
-    out += collector_families(healths)
+    return [lines, last_line, last_batch, hangs, remedies]
+
+
+def _source_families(readings: Mapping[str, Reading]) -> list[Family]:
+    """Each registered source's families from its part of the snapshot (None where the
+    snapshot carries none), then the health of those it carries."""
+    out: list[Family] = []
+    for source in SOURCES:
+        out += source.families(readings.get(source.name))
+    out += collector_families({name: reading.health for name, reading in readings.items()})
     return out
 
 
@@ -145,46 +148,6 @@ def _runtime_families(progress: AttemptProgress | None) -> list[Family]:
     retractions.add([], runtime.retractions if runtime else 0)
     out.append(retractions)
     return out
-
-
-def _probe_families(probes: ProbeSnapshot | None) -> list[Family]:
-    success = _gauge("health_probe_success", "1 when the last probe succeeded.", ["probe"])
-    duration = _gauge("health_probe_duration_seconds", "How long the last probe took.", ["probe"])
-    for name in PROBES:
-        result = probes.results.get(name) if probes else None
-        if result is not None:
-            success.add([name], 1.0 if result.ok else 0.0)
-            duration.add([name], result.duration_s)
-    return [success, duration]
-
-
-def _process_families(processes: ProcessSnapshot | None) -> list[Family]:
-    count = _gauge("processes", "The attempt's live processes, by role.", ["role"])
-    rss = _gauge(
-        "process_resident_memory_bytes", "Resident memory by role and TP rank.", ["role", "tp_rank"]
-    )
-    cpu = _counter("process_cpu_seconds", "CPU time of the attempt's processes, by role.", ["role"])
-    zombies = _gauge("zombie_processes", "Processes of the attempt that died unreaped.")
-    reparented = _gauge("reparented_processes", "Processes of the attempt that left its tree.")
-    found = processes.processes if processes else ()
-    by_role = {role: 0 for role in ROLES}
-    memory: dict[tuple[str, str], int] = {}
-    seconds = {role: 0.0 for role in ROLES}
-    for info in found:
-        if not info.zombie:
-            by_role[info.role] += 1
-        memory[(info.role, info.tp_rank)] = (
-            memory.get((info.role, info.tp_rank), 0) + info.rss_bytes
-        )
-        seconds[info.role] += info.cpu_seconds
-    for role in ROLES:
-        count.add([role], by_role[role])
-        cpu.add([role], seconds[role])
-    for (role, rank), size in sorted(memory.items()):
-        rss.add([role, rank], size)
-    zombies.add([], sum(info.zombie for info in found))
-    reparented.add([], sum(info.reparented for info in found))
-    return [count, rss, cpu, zombies, reparented]
 
 
 def _reaped_family(reaped: Mapping[str, int]) -> Family:

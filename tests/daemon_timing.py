@@ -12,10 +12,12 @@ import inspect
 from exporter.supervisor import daemon
 from exporter.supervisor.processes import AttemptProcesses
 from exporter.telemetry.probes import HEALTH_TIMEOUT_S
+from exporter.telemetry.source import PeriodicSource
 
 KILL_WAIT_S: float = inspect.signature(AttemptProcesses.stop).parameters["kill_wait_s"].default
 PROBE_JOIN_S = HEALTH_TIMEOUT_S + 5  # a health request in flight when the daemon stops
-PROCESS_SCAN_JOIN_S = 10.0  # ProcessCollector.stop()
+# ProcessCollector.stop(): the join every periodic source has unless it sets its own.
+PROCESS_SCAN_JOIN_S: float = inspect.signature(PeriodicSource.__init__).parameters["join_s"].default
 
 
 def longest_loop_stall_s(stop_grace_s: float) -> float:

@@ -2,9 +2,9 @@
 
 tests/test_dashboard.py allows a dashboard query only these names and requires each of them
 on some panel; tests/test_alerts.py allows the alerting rules and their promtool tests only
-these names, and checks the list against the collector itself (exporter/metrics.py,
-exporter/telemetry/gpu.py, exporter/telemetry/health.py), so a metric added, renamed or
-removed there fails until this list follows. Counters are listed as exposed, with `_total`.
+these names, and checks the list against the collector itself (exporter/metrics.py and the
+families of every telemetry source: exporter/telemetry/probes.py, processes.py, gpu/families.py,
+health.py), so a metric added, renamed or removed there fails until this list follows. Counters are listed as exposed, with `_total`.
 
 The end-to-end test tests/e2e/test_observability_stack.py checks the dashboard's names
 against the live exposition of a running daemon scraped by a real Prometheus.
@@ -49,17 +49,17 @@ EXPORTED_METRICS: frozenset[str] = frozenset(
         "sglang_sentinel_token_usage_ratio",
         "sglang_sentinel_generation_throughput_tokens_per_second",
         "sglang_sentinel_retractions_total",
-        # Health probes.
+        # Health probes (exporter/telemetry/probes.py).
         "sglang_sentinel_health_probe_success",
         "sglang_sentinel_health_probe_duration_seconds",
-        # The attempt's processes.
+        # The attempt's processes (exporter/telemetry/processes.py; reaped: exporter/metrics.py).
         "sglang_sentinel_processes",
         "sglang_sentinel_process_resident_memory_bytes",
         "sglang_sentinel_process_cpu_seconds_total",
         "sglang_sentinel_zombie_processes",
         "sglang_sentinel_reparented_processes",
         "sglang_sentinel_reaped_processes_total",
-        # GPUs, through NVML (exporter/telemetry/gpu.py).
+        # GPUs, through NVML (exporter/telemetry/gpu/families.py).
         "sglang_sentinel_gpu_info",
         "sglang_sentinel_gpu_memory_total_bytes",
         "sglang_sentinel_gpu_memory_used_bytes",

@@ -23,6 +23,7 @@ from exporter.attempt.snapshot import Snapshot
 from exporter.attempt.states import ServerState
 from exporter.metrics import families
 from exporter.telemetry.gpu import GpuSnapshot, gpu_families
+from exporter.telemetry.health import CollectorHealth
 from tests.metric_names import EXPORTED_METRICS
 
 ALERTS = Path(__file__).resolve().parents[1] / "alerts"
@@ -238,7 +239,7 @@ def test_metric_names_in_rules_and_tests_are_known(rules_text):
 def test_the_metric_names_are_what_the_collector_exports():
     """tests/metric_names.py is exactly what the collector declares (GPU families included:
     the daemon adds them once NVML has been polled, so they are built here on their own)."""
-    gpus = GpuSnapshot(taken_at=None, success=True, duration_s=0.0, last_success_time=None)
+    gpus = GpuSnapshot(taken_at=None, health=CollectorHealth(True, 0.0, None))
     exported = set()
     for family in families(Snapshot(state=ServerState.STOPPED)) + gpu_families(gpus):
         exported.add(family.exposed_name)

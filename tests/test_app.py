@@ -14,12 +14,13 @@ from tests.test_daemon import in_thread, stop, wait_for, write
 
 def test_the_process_collector_follows_the_attempt_of_its_daemon(tmp_path):
     daemon = build_daemon(load_config(write(tmp_path, {"sleep": 600.0})))
-    assert daemon.processes.collect().processes == ()  # no attempt yet
+    processes = daemon.sources["processes"]
+    assert processes.collect().processes == ()  # no attempt yet
     thread = in_thread(daemon)
     try:
         wait_for(lambda: daemon.state is ServerState.STARTING)
         leader = daemon.attempt.processes.leader
-        seen = daemon.processes.collect().processes
+        seen = processes.collect().processes
         assert [p.identity for p in seen if p.identity.pid == leader.pid] == [leader]
     finally:
         stop(daemon, thread)

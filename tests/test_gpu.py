@@ -425,7 +425,7 @@ def test_library_not_found_then_installed(nvml, collectors, monkeypatch):
 
 
 class RecordingEvent(threading.Event):
-    """A stop event that records how long each wait on it was asked to be."""
+    """An event that records how long each wait on it was asked to be."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -434,6 +434,13 @@ class RecordingEvent(threading.Event):
     def wait(self, timeout: float | None = None) -> bool:
         self.waits.append(timeout)
         return super().wait(timeout)
+
+
+def recorded_waits(collector: GpuCollector) -> Callable[[], list[float | None]]:
+    """The waits of both threads from now on: the collection's pause (on its wake event) and
+    the XID watcher's retry (on the stop event)."""
+    collector._wake, collector._stopping = wake, stopping = RecordingEvent(), RecordingEvent()
+    return lambda: wake.waits + stopping.waits
 
 
 def test_no_library_is_retried_a_dozen_intervals_apart(nvml, collectors, monkeypatch):
@@ -446,18 +453,18 @@ def test_no_library_is_retried_a_dozen_intervals_apart(nvml, collectors, monkeyp
     pynvml.nvmlLib = None
     monkeypatch.setattr(pynvml, "CDLL", no_library)
     collector = collectors(start=False)
-    collector._stopping = stopping = RecordingEvent()
+    waits = recorded_waits(collector)
     collector.start()
-    wait_for(lambda: len(stopping.waits) >= 2, "both threads waiting")
-    assert set(stopping.waits) == {INTERVAL_S * ABSENT_RETRY_INTERVALS}
+    wait_for(lambda: len(waits()) >= 2, "both threads waiting")
+    assert set(waits()) == {INTERVAL_S * ABSENT_RETRY_INTERVALS}
     collector.stop()
     nvml.fail("nvmlDeviceGetCount", pynvml.NVML_ERROR_GPU_IS_LOST)
     monkeypatch.setattr(pynvml, "CDLL", lambda name, *a, **k: nvml.lib)
     lost = collectors(start=False)
-    lost._stopping = stopping = RecordingEvent()
+    waits = recorded_waits(lost)
     lost.start()
-    wait_for(lambda: len(stopping.waits) >= 2, "both threads waiting")
-    assert set(stopping.waits) == {INTERVAL_S}
+    wait_for(lambda: len(waits()) >= 2, "both threads waiting")
+    assert set(waits()) == {INTERVAL_S}
 
 
 def test_driver_not_loaded_then_recovers(nvml, collectors):
@@ -593,9 +600,7 @@ def test_wait_gpu_released_in_a_container_without_host_pids(nvml, collectors, sl
 
 SNAPSHOT = GpuSnapshot(
     taken_at=1_700_000_010.0,
-    success=True,
-    duration_s=0.004,
-    last_success_time=1_700_000_010.0,
+    health=CollectorHealth(True, 0.004, 1_700_000_010.0),
     devices=(
         GpuDevice(
             0,
@@ -643,7 +648,7 @@ def test_gpu_families():
 
 
 def test_failed_snapshot_exports_no_device_data_but_keeps_xid_counts():
-    snap = GpuSnapshot(1.0, False, 0.1, None, error="nvmlInit: x", xids=SNAPSHOT.xids)
+    snap = GpuSnapshot(1.0, CollectorHealth(False, 0.1, None, "nvmlInit: x"), xids=SNAPSHOT.xids)
     got = exposed_samples(gpu_families(snap))
     assert set(got) == {
         "sglang_sentinel_gpu_xid_errors_total",
@@ -697,7 +702,8 @@ def test_exposition_passes_promtool():
     text = exposition(SNAPSHOT)
     assert b'sglang_sentinel_gpu_xid_errors_total{gpu="0",uuid="GPU-a",xid="79"} 3.0' in text
     promtool_check(text)
-    promtool_check(exposition(GpuSnapshot(None, False, 0.0, None, error="no collection yet")))
+    never = CollectorHealth(False, 0.0, None, "no collection yet")
+    promtool_check(exposition(GpuSnapshot(None, never)))
 
 
 # --- the real driver (a lent GPU machine) ---------------------------------------------------------

@@ -41,7 +41,9 @@ from exporter.history import History
 from exporter.identity import ProcessIdentity
 from exporter.notify import Notifier
 from exporter.redact import redact_command
+from exporter.supervisor.daemon import Daemon
 from exporter.telemetry.probes import ProbeCollector
+from exporter.telemetry.registry import Sources
 from tests.conftest import free_port, live_in_sessions
 from tests.programs.fake_sglang import READY_LINE
 from tests.test_tailer import ROTATIONS, RotatingWriter
@@ -265,9 +267,18 @@ class CountingNotifier(Notifier):
 class Running:
     """A Daemon in a thread with /metrics served, as `sglang-sentinel run` runs it."""
 
-    def __init__(self, config: Config, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self, config: Config, notifier: Notifier | None = None, probes: ProbeCollector | None = None
+    ) -> None:
+        """``probes``: a probe collector of the test's own, in place of the registered one."""
         self.config = config
-        self.daemon = build_daemon(config, notifier=notifier)
+        if probes is None:
+            self.daemon = build_daemon(config, notifier=notifier)
+        else:
+            given = {ProbeCollector.name: probes}
+            self.daemon = Daemon(
+                config, lambda daemon: Sources.build(daemon, given), notifier=notifier
+            )
         self.server, _ = metrics.serve(
             config.metrics.host, config.metrics.port, self.daemon.snapshot
         )
@@ -312,9 +323,7 @@ def supervise() -> Iterator[Callable[..., Running]]:
     started: list[Running] = []
 
     def start(config: Config, notifier: Notifier | None = None, probes=None) -> Running:
-        running = Running(config, notifier)
-        if probes is not None:
-            running.daemon.probes = probes
+        running = Running(config, notifier, probes)
         started.append(running)
         return running.start()
 
@@ -750,7 +759,7 @@ def test_daemon_keeps_ticking_while_its_probes_hang(tmp_path, launchers, supervi
             break
         assert scrape(config.metrics.address) is not None, "/metrics did not answer"
         scrapes += 1
-        health = running.daemon.snapshot().probes.results.get("health")
+        health = running.daemon.snapshot().sources["probes"].results.get("health")
         if health is not None:
             assert not health.ok
             errors.add(health.error)

@@ -14,9 +14,7 @@ if TYPE_CHECKING:
     # Named for readers only: the daemon hands these values in, and this layer does not
     # import the supervisor or the telemetry sources at run time (tests/test_layers.py).
     from exporter.supervisor.preflight import Preflight
-    from exporter.telemetry.gpu import GpuSnapshot
-    from exporter.telemetry.probes import ProbeSnapshot
-    from exporter.telemetry.processes import ProcessSnapshot
+    from exporter.telemetry.source import Reading
 
 REAPED_ORIGINS = ("attempt", "other")  # whose zombies were reaped: the keys of ``reaped``
 
@@ -40,6 +38,6 @@ class Snapshot:
     hangs: int = 0
     remedies: Mapping[str, int] = field(default_factory=dict)  # failure class -> count
     reaped: Mapping[str, int] = field(default_factory=dict)  # origin -> zombies reaped
-    probes: ProbeSnapshot | None = None
-    processes: ProcessSnapshot | None = None
-    gpus: GpuSnapshot | None = None
+    # Each telemetry source's last snapshot, by its name (telemetry/registry.py's SOURCES);
+    # every source renders its own part (metrics.py), so a new one needs no field here.
+    sources: Mapping[str, Reading] = field(default_factory=dict)

@@ -59,9 +59,9 @@ from exporter.supervisor.processes import AttemptProcesses, SpawnError, spawn, w
 from exporter.supervisor.reaper import Reaper
 from exporter.supervisor.remedies import Remedy, remedy_for
 from exporter.supervisor.startup import startup_overdue
-from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
-from exporter.telemetry.probes import ProbeCollector
-from exporter.telemetry.processes import Members, ProcessCollector
+from exporter.telemetry.gpu import wait_gpu_released
+from exporter.telemetry.processes import Members
+from exporter.telemetry.registry import Sources
 from exporter.termination import ExitCode, FailureReport, message, write_message
 
 log = logging.getLogger("sglang_sentinel")
@@ -106,16 +106,6 @@ class Attempt:
         return now - (self.log.last_batch_at or self.log.ready_at or self.started_at)
 
 
-@dataclass(frozen=True)
-class Sources:
-    """The telemetry the daemon reads, built for it by exporter/app.py: the probes for readiness
-    and hangs, the process tree for the attempt's members, the GPUs for their release."""
-
-    probes: ProbeCollector
-    processes: ProcessCollector
-    gpus: GpuCollector
-
-
 class Daemon:
     def __init__(
         self,
@@ -151,10 +141,9 @@ class Daemon:
         self._remedies: Counter[str] = Counter()
         self._planned: Preflight | None = None  # the pre-flight of the next or current launch
         self._planned_at: float | None = None
-        telemetry = sources(self)
-        self.probes = telemetry.probes
-        self.processes = telemetry.processes
-        self.gpus = telemetry.gpus
+        self.sources = sources(self)  # every registered source (telemetry/registry.py)
+        self.probes = self.sources.probes  # by type: readiness and hangs
+        self.gpus = self.sources.gpus  # by type: their release before a relaunch
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
         # PID 1 or a subreaper inherits SGLang's orphans: reaped on SIGCHLD (signals.py).
@@ -209,9 +198,7 @@ class Daemon:
                 hangs=self._hangs,
                 remedies=dict(self._remedies),
                 reaped=dict(self.reaper.counts),
-                probes=self.probes.snapshot(),
-                processes=self.processes.snapshot(),
-                gpus=self.gpus.snapshot(),
+                sources=self.sources.snapshots(),
             )
 
     def attempt_members(self) -> Members | None:
@@ -247,9 +234,7 @@ class Daemon:
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> int:
         """Supervise until asked to stop; returns the process exit status."""
-        self.probes.start()
-        self.processes.start()
-        self.gpus.start()
+        self.sources.start()
         try:
             self._resume_from_history()
             self._notifier.ready(self._status_text())
@@ -263,9 +248,7 @@ class Daemon:
             self._notifier.stopping(self._status_text())
             self._shutdown()
         finally:
-            self.probes.stop()
-            self.processes.stop()
-            self.gpus.stop()
+            self.sources.stop()
             self._exits.close()
         return int(self.exit_code)
 

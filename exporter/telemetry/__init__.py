@@ -1,1 +1,4 @@
-"""Sources beside the log: HTTP probes (and, later, GPUs and the process tree)."""
+"""Sources beside the log: HTTP probes, the attempt's process tree, the GPUs (NVML).
+
+``source.py`` says what a source is and runs the periodic ones; ``registry.py`` lists them.
+"""

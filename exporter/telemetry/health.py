@@ -7,10 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exporter.exposition import Family, gauge
-
-# exporter.metrics holds the same name; not imported from there, since it imports these modules.
-NAMESPACE = "sglang_sentinel"
+from exporter.exposition import Family, sentinel_gauge
 
 
 @dataclass(frozen=True)
@@ -21,20 +18,23 @@ class CollectorHealth:
     error: str | None = None  # short text, for logs and the snapshot; never a label
 
 
+NEVER_COLLECTED = CollectorHealth(False, 0.0, None)  # before a source's first collection
+
+
 def collector_families(healths: Mapping[str, CollectorHealth]) -> list[Family]:
     """The health of every collector, labelled by its name (a closed set: our collectors)."""
-    success = gauge(
-        f"{NAMESPACE}_collector_success",
+    success = sentinel_gauge(
+        "collector_success",
         "1 when the collector's last collection succeeded.",
         ["collector"],
     )
-    duration = gauge(
-        f"{NAMESPACE}_collector_duration_seconds",
+    duration = sentinel_gauge(
+        "collector_duration_seconds",
         "How long the collector's last collection took.",
         ["collector"],
     )
-    last = gauge(
-        f"{NAMESPACE}_collector_last_success_timestamp_seconds",
+    last = sentinel_gauge(
+        "collector_last_success_timestamp_seconds",
         "When the collector last succeeded; absent while it never has.",
         ["collector"],
     )

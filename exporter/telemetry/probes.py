@@ -19,15 +19,16 @@ and the generated token counter, whose standstill tells a hang from a quiet log)
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.telemetry.health import CollectorHealth
+from exporter.exposition import Family, sentinel_gauge
+from exporter.telemetry.health import NEVER_COLLECTED, CollectorHealth
+from exporter.telemetry.source import Host, PeriodicSource, Source
 
 HEALTH_TIMEOUT_S = 25.0  # SGLang answers 503 itself after SGLANG_HEALTH_CHECK_TIMEOUT (20 s)
 INFO_TIMEOUT_S = 5.0
@@ -52,10 +53,12 @@ class ProbeSnapshot:
     waiting_requests: int | None = None
     generated_tokens: float | None = None  # sglang:generation_tokens_total (--enable-metrics)
     generated_changed_at: float | None = None  # when that counter last moved
-    health: CollectorHealth = field(default_factory=lambda: CollectorHealth(False, 0.0, None, None))
+    health: CollectorHealth = NEVER_COLLECTED
 
 
-class ProbeCollector:
+class ProbeCollector(PeriodicSource[ProbeSnapshot]):
+    name = "probes"
+
     def __init__(
         self,
         interval_s: float = 5.0,
@@ -66,18 +69,28 @@ class ProbeCollector:
     ) -> None:
         """``on_snapshot`` is called (from the probes' thread) after each new snapshot;
         ``wants_loads`` says whether /v1/loads is worth asking this time."""
-        self._interval = interval_s
-        self._on_snapshot = on_snapshot
+        # A stop waits for the probes in flight: health, then the two others at most.
+        join_s = health_timeout_s + 2 * info_timeout_s + 5
+        super().__init__(ProbeSnapshot(), interval_s, join_s=join_s, on_snapshot=on_snapshot)
         self._wants_loads = wants_loads
         self._health_timeout = health_timeout_s
         self._info_timeout = info_timeout_s
         self._transport = httpx.HTTPTransport()  # no proxies from the environment either
         self._base_url: str | None = None
         self._sglang_metrics = False
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._snapshot = ProbeSnapshot()
+
+    @classmethod
+    def build(cls, host: Host, built: Mapping[str, Source]) -> ProbeCollector:
+        """Each snapshot wakes the daemon's loop; /v1/loads only while its scheduler is quiet."""
+        return cls(
+            host.config.policy.health_interval_s,
+            on_snapshot=host.wake,
+            wants_loads=host.scheduler_quiet,
+        )
+
+    @staticmethod
+    def families(snapshot: ProbeSnapshot | None) -> list[Family]:
+        return probe_families(snapshot)
 
     def target(self, base_url: str | None, sglang_metrics: bool = False) -> None:
         """Probe this server from now on (None: nothing to probe); forgets the old results.
@@ -86,19 +99,10 @@ class ProbeCollector:
         self._sglang_metrics = sglang_metrics
         self._snapshot = ProbeSnapshot(health=self._snapshot.health)
 
-    def request(self) -> None:
-        """Probe now rather than at the next interval (e.g. the log just said ready)."""
-        self._wake.set()
-
-    def snapshot(self) -> ProbeSnapshot:
-        return self._snapshot
-
-    def collect(self) -> ProbeSnapshot:
+    def _read(self, previous: ProbeSnapshot) -> ProbeSnapshot | None:
         base = self._base_url
-        if base is None:
-            return self._snapshot
-        started = time.monotonic()
-        previous = self._snapshot
+        if base is None:  # nothing to probe: the last snapshot, its health too, stands
+            return None
         health = self._get(base, "/health", self._health_timeout)
         results = {"health": health[0]}
         # What /server_info reports is fixed at startup: one answer per server will do.
@@ -121,8 +125,9 @@ class ProbeCollector:
             results["sglang_metrics"], generated = self._sglang_counters(base, started_metrics)
             if generated is not None and generated != previous.generated_tokens:
                 changed_at = now
-        snapshot = ProbeSnapshot(
-            taken_at=now,
+        if self._base_url != base:  # retargeted meanwhile: these results are the old server's
+            return None
+        return ProbeSnapshot(
             results=results,
             health_failing_since=failing_since,
             max_total_num_tokens=max_tokens,
@@ -130,12 +135,7 @@ class ProbeCollector:
             waiting_requests=_int(aggregate.get("total_waiting_reqs")),
             generated_tokens=generated,
             generated_changed_at=changed_at,
-            health=CollectorHealth(True, time.monotonic() - started, now, None),
         )
-        if self._base_url == base:  # not retargeted meanwhile
-            self._snapshot = snapshot
-            self._on_snapshot()
-        return snapshot
 
     def _unless_answered(
         self, base: str, previous: ProbeSnapshot, name: str, path: str, wanted: bool
@@ -189,23 +189,22 @@ class ProbeCollector:
         ok = response.status_code == 200 and bool(generated)
         return ProbeResult(ok, response.status_code, elapsed), (sum(generated) if ok else None)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="sentinel-probes", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self._health_timeout + 2 * self._info_timeout + 5)
+    def _close(self) -> None:
         self._transport.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.collect()
-            self._wake.wait(self._interval)
-            self._wake.clear()
 
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def probe_families(probes: ProbeSnapshot | None) -> list[Family]:
+    success = sentinel_gauge("health_probe_success", "1 when the last probe succeeded.", ["probe"])
+    duration = sentinel_gauge(
+        "health_probe_duration_seconds", "How long the last probe took.", ["probe"]
+    )
+    for name in PROBES:
+        result = probes.results.get(name) if probes else None
+        if result is not None:
+            success.add([name], 1.0 if result.ok else 0.0)
+            duration.add([name], result.duration_s)
+    return [success, duration]

@@ -7,16 +7,16 @@ to roles also lets the GPU collector attribute device memory.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import psutil
 
+from exporter.exposition import Family, sentinel_counter, sentinel_gauge
 from exporter.identity import ProcessIdentity
-from exporter.sglang.roles import role_of
-from exporter.telemetry.health import CollectorHealth
+from exporter.sglang.roles import ROLES, role_of
+from exporter.telemetry.health import NEVER_COLLECTED, CollectorHealth
+from exporter.telemetry.source import Host, PeriodicSource, Source
 
 # An attempt's processes as the daemon knows them: (its launcher, its live members).
 Members = tuple[ProcessIdentity, Sequence[ProcessIdentity]]
@@ -35,9 +35,9 @@ class ProcessInfo:
 
 @dataclass(frozen=True)
 class ProcessSnapshot:
-    taken_at: float
+    taken_at: float = 0.0
     processes: tuple[ProcessInfo, ...] = ()
-    health: CollectorHealth = field(default_factory=lambda: CollectorHealth(False, 0.0, None, None))
+    health: CollectorHealth = NEVER_COLLECTED
 
     def roles_by_pid(self) -> dict[int, tuple[str, str]]:
         return {p.identity.pid: (p.role, p.tp_rank) for p in self.processes}
@@ -71,49 +71,61 @@ def inspect(leader: ProcessIdentity, members: Sequence[ProcessIdentity]) -> list
     return found
 
 
-class ProcessCollector:
+class ProcessCollector(PeriodicSource[ProcessSnapshot]):
     """Inspects the current attempt's processes on an interval, in its own thread.
 
     ``source`` is the daemon's: it finds the members (the membership is its state) and hands
     over their identities, or None between attempts; this reader only looks at them."""
 
+    name = "processes"
+    expected = (OSError, psutil.Error)  # the scan itself failed, not one process
+
     def __init__(self, source: Callable[[], Members | None], interval_s: float = 5.0) -> None:
+        super().__init__(ProcessSnapshot(), interval_s)
         self._source = source
-        self._interval = interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._snapshot = ProcessSnapshot(taken_at=0.0)
 
-    def snapshot(self) -> ProcessSnapshot:
-        return self._snapshot
+    @classmethod
+    def build(cls, host: Host, built: Mapping[str, Source]) -> ProcessCollector:
+        return cls(host.attempt_members)
 
-    def collect(self) -> ProcessSnapshot:
-        started = time.monotonic()
-        previous = self._snapshot.health
-        try:
-            members = self._source()
-            found = inspect(*members) if members is not None else []
-        except (OSError, psutil.Error) as error:  # the scan itself failed, not one process
-            health = CollectorHealth(
-                False, time.monotonic() - started, previous.last_success_time, str(error)
-            )
-            self._snapshot = ProcessSnapshot(time.time(), self._snapshot.processes, health)
-            return self._snapshot
-        now = time.time()
-        health = CollectorHealth(True, time.monotonic() - started, now, None)
-        self._snapshot = ProcessSnapshot(now, tuple(found), health)
-        return self._snapshot
+    @staticmethod
+    def families(snapshot: ProcessSnapshot | None) -> list[Family]:
+        return process_families(snapshot)
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="sentinel-processes", daemon=True)
-        self._thread.start()
+    def _read(self, previous: ProcessSnapshot) -> ProcessSnapshot:
+        members = self._source()
+        found = inspect(*members) if members is not None else []
+        return ProcessSnapshot(processes=tuple(found))
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.collect()
-            self._stop.wait(self._interval)
+def process_families(processes: ProcessSnapshot | None) -> list[Family]:
+    count = sentinel_gauge("processes", "The attempt's live processes, by role.", ["role"])
+    rss = sentinel_gauge(
+        "process_resident_memory_bytes", "Resident memory by role and TP rank.", ["role", "tp_rank"]
+    )
+    cpu = sentinel_counter(
+        "process_cpu_seconds", "CPU time of the attempt's processes, by role.", ["role"]
+    )
+    zombies = sentinel_gauge("zombie_processes", "Processes of the attempt that died unreaped.")
+    reparented = sentinel_gauge(
+        "reparented_processes", "Processes of the attempt that left its tree."
+    )
+    found = processes.processes if processes else ()
+    by_role = {role: 0 for role in ROLES}
+    memory: dict[tuple[str, str], int] = {}
+    seconds = {role: 0.0 for role in ROLES}
+    for info in found:
+        if not info.zombie:
+            by_role[info.role] += 1
+        memory[(info.role, info.tp_rank)] = (
+            memory.get((info.role, info.tp_rank), 0) + info.rss_bytes
+        )
+        seconds[info.role] += info.cpu_seconds
+    for role in ROLES:
+        count.add([role], by_role[role])
+        cpu.add([role], seconds[role])
+    for (role, rank), size in sorted(memory.items()):
+        rss.add([role, rank], size)
+    zombies.add([], sum(info.zombie for info in found))
+    reparented.add([], sum(info.reparented for info in found))
+    return [count, rss, cpu, zombies, reparented]

@@ -150,7 +150,11 @@ def test_failure_fallback_alert_and_every_dashboard_query(
     # The scheduler holds device memory on GPU 0; something that is not ours holds more.
     scheduler = wait(
         lambda: next(
-            (m for m in running.daemon.processes.snapshot().processes if m.role == "scheduler"),
+            (
+                m
+                for m in running.daemon.sources["processes"].snapshot().processes
+                if m.role == "scheduler"
+            ),
             None,
         ),
         30,
