@@ -437,6 +437,9 @@ def test_the_example_inhibitions_work_in_alertmanager(alertmanager):
         _alert("SGLangSentinelServerDown", "node-1:9464", "critical"),
         _alert("SGLangSentinelCrashLooping", "node-1:9464", "warning"),
         _alert("SGLangSentinelStartupSlow", "node-1:9464", "warning", state="starting"),
+        # ...and the probes' staleness (nothing left to probe), not another collector's.
+        _alert("SGLangSentinelCollectorStale", "node-1:9464", "warning", collector="probes"),
+        _alert("SGLangSentinelCollectorStale", "node-1:9464", "warning", collector="gpu"),
         _alert("SGLangSentinelServerDown", "node-2:9464", "critical"),
         # Absent silences every other alert of its instance.
         _alert("SGLangSentinelAbsent", "node-3:9464", "critical", cause="scrape_failing"),
@@ -458,6 +461,7 @@ def test_the_example_inhibitions_work_in_alertmanager(alertmanager):
         ("SGLangSentinelServerDown", "node-1:9464", ""),
         ("SGLangSentinelCrashLooping", "node-1:9464", ""),
         ("SGLangSentinelStartupSlow", "node-1:9464", ""),
+        ("SGLangSentinelCollectorStale", "node-1:9464", "probes"),
         ("SGLangSentinelHung", "node-3:9464", ""),
         ("SGLangSentinelCollectorFailing", "node-3:9464", "gpu"),
         ("SGLangSentinelHealthProbesFailing", "node-4:9464", ""),
