@@ -479,7 +479,7 @@ def parse_event(line: LogLine, patterns: Iterable[LinePattern] = ANY_VERSION) ->
             match = line_pattern.regex.search(message)
             if match is not None:
                 if line_pattern.lazy:
-                    return Event(line_pattern.kind, line, LazyFields(line_pattern.fields_of, match))
+                    return Event(line_pattern.kind, line, LazyFields(line_pattern, match))
                 return Event(
                     line_pattern.kind, line, MappingProxyType(line_pattern.fields_of(match))
                 )
