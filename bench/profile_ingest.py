@@ -3,10 +3,10 @@
     .venv/bin/python -m bench.profile_ingest [LINES]
 
 Generates a log like figure 1's (bench/loggen.py), then times each stage of the daemon's
-read path on its own (read+split, parse_line, tracebacks, parse_event by line kind,
-AttemptProgress.apply) and prints cProfile's top functions for the whole path, run in
-one thread in LogTailer's batch size. Not part of bench/run: a tool for the next
-optimisation.
+read path on its own (read+split, parse_line, tracebacks, parse_event by line kind, the
+excerpt, AttemptProgress.apply), the whole path as the daemon runs it (``AttemptLog.feed``)
+and prints cProfile's top functions for that path, run in one thread in LogTailer's batch
+size. Not part of bench/run: a tool for the next optimisation.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 from bench.loggen import write_log
+from exporter.attempt.attempt_log import AttemptLog
 from exporter.attempt.progress import AttemptProgress
+from exporter.logs.excerpt import Excerpt
 from exporter.logs.grammar import grammar_for, parse_event
 from exporter.logs.lines import parse_line
-from exporter.logs.reader import LogReader
 from exporter.logs.tailer import TAILER_BATCH_BYTES, FileFollower
 from exporter.logs.tracebacks import TracebackAssembler
 
@@ -40,10 +41,15 @@ def batches(path: Path):
     follower.close()
 
 
-def read_path(path: Path) -> None:
-    reader, progress = LogReader("0.5.9", keep_lines=False), AttemptProgress()
+def read_path(path: Path) -> float:
+    """The daemon's path from the tailer's batches on (AttemptLog.feed); its seconds."""
+    log, spent = AttemptLog("0.5.9"), 0.0
     for lines in batches(path):
-        progress.apply(reader.feed(lines))
+        started = time.perf_counter()
+        log.feed(lines)
+        spent += time.perf_counter() - started
+    log.close()
+    return spent
 
 
 def per_line_us(function, items) -> float:
@@ -60,10 +66,12 @@ def stages(path: Path) -> None:
         "parse_line": 0.0,
         "tracebacks": 0.0,
         "parse_event": 0.0,
+        "excerpt": 0.0,
         "progress": 0.0,
     }
     kinds: dict[str, list[float]] = {}
-    tracebacks, progress, count = TracebackAssembler(), AttemptProgress(), 0
+    tracebacks, excerpt, progress = TracebackAssembler(), Excerpt(), AttemptProgress()
+    count = 0
     started = time.perf_counter()
     for lines in batches(path):  # batch by batch, as the tailer hands them over
         totals["read+split"] += time.perf_counter() - started
@@ -72,18 +80,21 @@ def stages(path: Path) -> None:
         parsed = [parse_line(i, raw) for i, raw in enumerate(lines)]
         totals["parse_line"] += time.perf_counter() - t
         t = time.perf_counter()
-        for line in parsed:
-            tracebacks.feed(line)
+        ended = [tracebacks.feed(line) for line in parsed]
         totals["tracebacks"] += time.perf_counter() - t
-        events = []
+        read = []
         for line in parsed:
             t = time.perf_counter()
             event = parse_event(line, patterns)
             spent = time.perf_counter() - t
             totals["parse_event"] += spent
             kinds.setdefault(event.kind.value if event else "(no event)", []).append(spent)
-            if event:
-                events.append(event)
+            read.append(event)
+        t = time.perf_counter()
+        for line, event, finished in zip(parsed, read, ended, strict=True):
+            excerpt.add(line, event, finished)
+        totals["excerpt"] += time.perf_counter() - t
+        events = [event for event in read if event is not None]
         t = time.perf_counter()
         progress.apply(events)
         totals["progress"] += time.perf_counter() - t
@@ -102,6 +113,8 @@ def main(argv: list[str]) -> int:
         path = Path(tmp) / "sglang.log"
         write_log(path, lines)
         stages(path)
+        spent = min(read_path(path) for _ in range(3))
+        print(f"AttemptLog.feed, the whole path (best of 3): {spent / lines * 1e6:.2f} us per line")
         profile = cProfile.Profile()
         profile.runcall(read_path, path)
         pstats.Stats(profile).sort_stats("tottime").print_stats(15)

@@ -7,7 +7,7 @@ the metrics collector. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from exporter.logs.events import Event, EventKind
@@ -70,6 +70,13 @@ _POOL_EVENTS = frozenset(_MILESTONE) | {
     EventKind.KV_CACHE_ALLOCATED,
     EventKind.MAMBA_CACHE_ALLOCATED,
 }
+# The runtime numbers batch lines carry; gen_throughput only decode lines.
+_BATCH_NUMBERS = (
+    ("running_requests", int),
+    ("queued_requests", int),
+    ("token_usage", float),
+    ("gen_throughput", float),
+)
 _MAMBA_POOLS = (
     ("conv_bytes", "mamba_conv"),
     ("ssm_bytes", "mamba_ssm"),
@@ -147,14 +154,17 @@ class AttemptProgress:
             advances=self.advances,
         )
 
-    def apply(self, events: Iterable[Event]) -> None:
+    def apply(self, events: Sequence[Event]) -> None:
+        batches = False
         for event in events:
             kind = event.kind
-            # Batch lines (most of a serving log) mark no step: straight to their numbers.
+            # Batch lines (most of a serving log) mark no step: only their numbers count.
             if kind is EventKind.DECODE_BATCH or kind is EventKind.PREFILL_BATCH:
-                self._batch(event)
+                batches = True
             else:
                 self._apply(event)
+        if batches:
+            self._latest_batch_numbers(events)
 
     def _apply(self, event: Event) -> None:
         kind = event.kind
@@ -208,18 +218,21 @@ class AttemptProgress:
             self.max_total_num_tokens = int(event.get("max_total_num_tokens"))
             self.max_running_requests = int(event.get("max_running_requests"))
 
-    def _batch(self, event: Event) -> None:
-        # Most lines of a serving log end here: plain lookups, no generic loop.
-        runtime = self.runtime
-        fields = event.fields
-        running = fields.get("running_requests")
-        if running is not None:
-            runtime.running_requests = int(running)
-        queued = fields.get("queued_requests")
-        if queued is not None:
-            runtime.queued_requests = int(queued)
-        usage = fields.get("token_usage")
-        if usage is not None:
-            runtime.token_usage = float(usage)
-        if event.kind is EventKind.DECODE_BATCH:
-            runtime.gen_throughput = float(fields["gen_throughput"])
+    def _latest_batch_numbers(self, events: Sequence[Event]) -> None:
+        """Each runtime number from the latest batch line that has it (a prefill line may
+        lack some): the earlier lines' numbers would be overwritten, so they are never read
+        and their fields never converted (LazyFields)."""
+        missing = list(_BATCH_NUMBERS)
+        for event in reversed(events):
+            kind = event.kind
+            if kind is not EventKind.DECODE_BATCH and kind is not EventKind.PREFILL_BATCH:
+                continue
+            fields = event.fields
+            for number in tuple(missing):
+                name, convert = number
+                value = fields.get(name)
+                if value is not None:
+                    setattr(self.runtime, name, convert(value))
+                    missing.remove(number)
+            if not missing:
+                return

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 from exporter.logs.lines import LogLine
 
@@ -76,3 +78,49 @@ class Event:
 
     def get(self, name: str, default: FieldValue | None = None) -> FieldValue | None:
         return self.fields.get(name, default)
+
+
+class FieldSource(Protocol):
+    """What converts a regex match into fields (a grammar's line pattern)."""
+
+    def fields_of(self, match: re.Match[str]) -> dict[str, FieldValue]: ...
+
+
+class LazyFields(Mapping[str, FieldValue]):
+    """A matched line's fields, converted from its regex match when first read.
+
+    Batch lines are most of a serving log and their numbers are read for a few of them
+    (the latest, the ones an excerpt keeps): converting a dozen groups of every one was
+    the biggest cost of reading a log. Read-only, like the MappingProxyType of the others.
+    """
+
+    __slots__ = ("_fields", "_match", "_source")
+
+    def __init__(self, source: FieldSource, match: re.Match[str]) -> None:
+        self._source = source  # not a bound method: one object less per batch line
+        self._match = match
+        self._fields: dict[str, FieldValue] | None = None
+
+    def _resolved(self) -> dict[str, FieldValue]:
+        fields = self._fields
+        if fields is None:  # two threads converting at once get equal dicts: harmless
+            fields = self._fields = self._source.fields_of(self._match)
+        return fields
+
+    def __getitem__(self, name: str) -> FieldValue:
+        return self._resolved()[name]
+
+    def get(self, name: str, default: FieldValue | None = None) -> FieldValue | None:
+        return self._resolved().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._resolved()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._resolved())
+
+    def __len__(self) -> int:
+        return len(self._resolved())
+
+    def __repr__(self) -> str:
+        return f"LazyFields({self._resolved()!r})"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from exporter.logs.events import Event, EventKind, FieldValue
+from exporter.logs.events import Event, EventKind, FieldValue, LazyFields
 from exporter.logs.lines import LogLine
 
 GIB = 1 << 30
@@ -47,6 +47,9 @@ class LinePattern:
     # Extra (field, regex, converter) searched after the main match: fields whose order
     # differs between versions.
     extras: tuple[tuple[str, re.Pattern[str], Converter], ...] = ()
+    # Convert the fields when they are first read (LazyFields): for batch lines, whose
+    # numbers are read for few of them.
+    lazy: bool = False
     # (index in match.groups(), field, converter or None) per named group, in group order:
     # worked out once here rather than from groupdict() on every matching line.
     groups: tuple[tuple[int, str, Converter | None], ...] = field(
@@ -60,22 +63,15 @@ class LinePattern:
             groups.append((number - 1, name, self.converters.get(name)))
         object.__setattr__(self, "groups", tuple(groups))
 
-    def parse(self, message: str) -> dict[str, FieldValue] | None:
-        if self.literal not in message:
-            return None
-        return self.parse_candidate(message)
-
-    def parse_candidate(self, message: str) -> dict[str, FieldValue] | None:
-        """:meth:`parse` for a message already known to hold :attr:`literal`."""
-        match = self.regex.search(message)
-        if match is None:
-            return None
+    def fields_of(self, match: re.Match[str]) -> dict[str, FieldValue]:
+        """The fields of a message this pattern's regex matched."""
         fields: dict[str, FieldValue] = dict(self.constants) if self.constants else {}
         texts = match.groups()
         for index, name, convert in self.groups:
             text = texts[index]
             if text is not None:
                 fields[name] = convert(text) if convert else text
+        message = match.string
         for name, regex, convert in self.extras:
             extra = regex.search(message)
             if extra:
@@ -88,6 +84,7 @@ def pattern(
     literal: str,
     regex: str,
     extras: Sequence[tuple[str, str, Converter]] = (),
+    lazy: bool = False,
     **spec: Converter | FieldValue,
 ) -> LinePattern:
     """Build a LinePattern: callable keyword values convert groups, others are constants."""
@@ -100,6 +97,7 @@ def pattern(
         MappingProxyType(converters),
         MappingProxyType(constants),
         tuple((name, re.compile(rx), conv) for name, rx, conv in extras),
+        lazy,
     )
 
 
@@ -153,6 +151,7 @@ COMMON: tuple[LinePattern, ...] = (
         r".*?(?:(?:cuda|cpu|npu|musa|xpu|hpu) graph: (?P<cuda_graph>True|False), )?"
         r"gen throughput \(token/s\): (?P<gen_throughput>[\d.]+), "
         r"#queue-req: (?P<queued_requests>\d+)",
+        lazy=True,
         running_requests=int,
         tokens=int,
         token_usage=float,
@@ -170,6 +169,7 @@ COMMON: tuple[LinePattern, ...] = (
         r"Prefill batch(?: \[\d+\])?[.,] #new-seq: (?P<new_seqs>\d+), "
         r"#new-token: (?P<new_tokens>\d+), #cached-token: (?P<cached_tokens>\d+)",
         extras=_BATCH_EXTRAS,
+        lazy=True,
         new_seqs=int,
         new_tokens=int,
         cached_tokens=int,
@@ -476,7 +476,11 @@ def parse_event(line: LogLine, patterns: Iterable[LinePattern] = ANY_VERSION) ->
         # The literal test inline: most patterns are ruled out by it, and a method call
         # per pattern would cost more than the test itself.
         if line_pattern.literal in message:
-            fields = line_pattern.parse_candidate(message)
-            if fields is not None:
-                return Event(line_pattern.kind, line, MappingProxyType(fields))
+            match = line_pattern.regex.search(message)
+            if match is not None:
+                if line_pattern.lazy:
+                    return Event(line_pattern.kind, line, LazyFields(line_pattern, match))
+                return Event(
+                    line_pattern.kind, line, MappingProxyType(line_pattern.fields_of(match))
+                )
     return None

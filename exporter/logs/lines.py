@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The timestamp, the ranks (each after a space) and the whitespace after the prefix: what
+# follows is the message, already stripped (the line is stripped before).
 _SGLANG_PREFIX = re.compile(
-    r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
-    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+    r"\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
+    r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\]\s*"
 )
 _TP_RANK = re.compile(r"TP(\d+)")
 # Wrappers added by whatever collected the log, outermost first.
@@ -76,11 +78,5 @@ def parse_line(number: int, raw: str) -> LogLine:
     match = _SGLANG_PREFIX.match(text)
     if match is None:
         return LogLine(number, raw, text, None, "", foreign_ts)
-    return LogLine(
-        number,
-        raw,
-        text[match.end() :].strip(),
-        match.group("ts"),
-        match.group("ranks").strip(),
-        foreign_ts,
-    )
+    timestamp, ranks = match.groups()
+    return LogLine(number, raw, text[match.end() :], timestamp, ranks[1:], foreign_ts)
