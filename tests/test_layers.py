@@ -49,6 +49,11 @@ RULES = (
     ),
     Rule("metrics", NEVER, ("supervisor", "policy"), "families come from the Snapshot alone"),
     Rule("supervisor", NEVER, ("metrics",), "the loop fills the Snapshot; a scrape renders it"),
+    *(
+        Rule(f"supervisor.{step}", NEVER, ("supervisor.daemon",), "it returns what the daemon does")
+        for step in ("attempt", "ladder", "launch", "watch", "conclude", "resume")
+    ),
+    Rule("redact", ONLY, (), "masking is text in, text out: a classification is handed in"),
     Rule("app", ONLY_BY, ("commands",), "the composition root is wired by run and demo only"),
     Rule("commands", ONLY_BY, ("cli",), "a command is an entry point, never a library"),
     Rule("cli", ONLY_BY, (), "the command line is the top: nothing builds on it"),
@@ -267,6 +272,17 @@ def test_a_rule_on_one_module_leaves_its_siblings_alone():
     writer = {"exporter.telemetry.gpu": {"exporter.attempt.progress": "g.py:1"}}
     assert broken_rules(snapshot, RULES) == []
     assert len(broken_rules(writer, RULES)) == 1
+
+
+def test_a_supervisor_step_that_calls_back_into_the_daemon_is_reported():
+    graph = {
+        "exporter.supervisor.daemon": {"exporter.supervisor.conclude": "d.py:1"},
+        "exporter.supervisor.conclude": {"exporter.supervisor.daemon": "c.py:2"},
+    }
+    broken = broken_rules(graph, RULES)
+    assert [line.split(" (")[0] for line in broken] == [
+        "exporter.supervisor.conclude imports exporter.supervisor.daemon"
+    ]
 
 
 def test_importing_commands_from_anywhere_but_cli_is_reported():
