@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from exporter.config import Config
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import Plan, PlanError, calibrate, plan
 from exporter.diagnosis.taxonomy import REMEDIED, FailureClass
@@ -28,7 +29,7 @@ from exporter.supervisor.ladder import Ladder
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.remedies import Remedy, remedy_for
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
-from exporter.termination import FailureReport
+from exporter.termination import ExitCode, FailureReport, message, write_message
 
 log = logging.getLogger("sglang_sentinel.conclude")
 
@@ -176,6 +177,18 @@ def conclude(
             now,
         )
     return Conclusion(failure_class, record, report, decision)
+
+
+def give_up(config: Config, decision: Decision, failure: FailureReport | None) -> ExitCode | None:
+    """Write the termination message; the exit code when the daemon is to exit (the config
+    asks for it, or a rank of a group: the group controller recreates the group)."""
+    code = ExitCode.GROUP_MEMBER_FAILED if decision.group_exit else ExitCode.GAVE_UP
+    write_message(config.paths.termination_log, message(code, failure))
+    policy = config.policy
+    if decision.group_exit or policy.group == "exit" or policy.on_give_up == "exit":
+        log.error("exiting with status %d: %s", code, decision.reason)
+        return code
+    return None
 
 
 def _decision(

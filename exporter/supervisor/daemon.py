@@ -16,21 +16,20 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from exporter.attempt.attempt_log import AttemptLog
 from exporter.attempt.counters import Counters
 from exporter.attempt.snapshot import Snapshot
 from exporter.attempt.states import ServerState, check_transition
-from exporter.config import Config, ConfigError, load_config, nnodes, node_rank
+from exporter.config import Config, ConfigError, load_config
 from exporter.diagnosis.classify import Classification, Outcome
 from exporter.diagnosis.taxonomy import FailureClass
-from exporter.endpoints import DaemonStatus, Heartbeat, liveness_limit_s
+from exporter.endpoints import DaemonStatus, Heartbeat
 from exporter.history import History, HistoryWriteError, Record, ready_record
 from exporter.identity import ProcessIdentity
 from exporter.logs.events import Event
 from exporter.logs.tailer import LogTailer
-from exporter.notify import Notifier, status_line
+from exporter.notify import Notifier
 from exporter.sglang.flags import server_url
-from exporter.supervisor import conclude, launch, resume, watch
+from exporter.supervisor import conclude, launch, resume, views, watch
 from exporter.supervisor.attempt import Attempt
 from exporter.supervisor.exits import ExitWatch
 from exporter.supervisor.ladder import Ladder
@@ -43,7 +42,7 @@ from exporter.supervisor.watch import LOST_MEMBER_GRACE_S
 from exporter.telemetry.gpu import GpuCollector
 from exporter.telemetry.probes import ProbeCollector
 from exporter.telemetry.processes import Members, ProcessCollector
-from exporter.termination import ExitCode, FailureReport, message, write_message
+from exporter.termination import ExitCode, FailureReport
 
 log = logging.getLogger("sglang_sentinel")
 
@@ -131,29 +130,12 @@ class Daemon:
 
     def snapshot(self) -> Snapshot:
         with self._lock:
-            attempt, counters = self.attempt, self.counters
-            # A profile is "current" only while the daemon means to serve with it.
-            current = attempt is not None and self.state not in (
-                ServerState.STOPPED,
-                ServerState.GAVE_UP,
-            )
-            return Snapshot(
-                state=self.state,
-                profile=self.ladder.label(attempt.profile_index) if current else None,
-                profile_index=attempt.profile_index if current else None,
-                attempts_total=counters.attempts_total,
-                restarts=counters.restarts,
-                failures=counters.failures,
-                last_failure_time=counters.last_failure_time,
-                startup_duration_s=counters.startup_duration_s,
-                progress=attempt.log.progress.copy() if attempt else None,
-                log_lines=counters.log_lines,
-                last_line_time=attempt.log.last_line_at if attempt else None,
-                last_batch_time=attempt.log.last_batch_at if attempt else None,
-                last_progress_time=attempt.log.last_progress_at if attempt else None,
-                preflight=self._planned,
-                hangs=counters.hangs,
-                remedies=counters.remedies,
+            return views.snapshot(
+                self.state,
+                self.attempt,
+                self.counters,
+                self.ladder,
+                self._planned,
                 reaped=dict(self.reaper.counts),
                 probes=self.probes.snapshot(),
                 processes=self.processes.snapshot(),
@@ -171,20 +153,9 @@ class Daemon:
     def status(self) -> DaemonStatus:
         """What /healthz, /readyz and /status answer from."""
         with self._lock:
-            attempt = self.attempt
-            args = self.config.sglang.args
-            return DaemonStatus(
-                state=self.state,
-                attempt=attempt.number if attempt else None,
-                profile=self.ladder.label(attempt.profile_index) if attempt else None,
-                nnodes=nnodes(args),
-                node_rank=node_rank(args),
-                group=self.config.policy.group,
-                decision=self.last_decision.reason if self.last_decision else None,
-                last_failure=self.last_failure,
-                loop_age_s=self.heartbeat.age_s(),
-                loop_limit_s=liveness_limit_s(self.config.policy.stop_grace_s),
-            )
+            decision = self.last_decision.reason if self.last_decision else None
+            failure, age_s = self.last_failure, self.heartbeat.age_s()
+            return views.status(self.state, self.attempt, self.ladder, decision, failure, age_s)
 
     def scheduler_quiet(self) -> bool:
         """No batch line for two probe intervals. Only then can requests be stuck waiting,
@@ -291,16 +262,7 @@ class Daemon:
         # The loop wakes the moment the launcher exits: a crash is decided in milliseconds,
         # not at the next tick.
         self._exits.watch(started.leader)
-        attempt = Attempt(
-            number=number,
-            profile_index=index,
-            command=spec.command,
-            log_path=spec.log_path,
-            started_at=started.at,
-            processes=AttemptProcesses(started.leader, started.popen),
-            log=AttemptLog(self.config.sglang.version, self._clock),
-        )
-        launch.point_current(spec.log_path.parent, spec.log_path)
+        attempt = launch.attempt(spec, started, self.config.sglang.version, self._clock)
         self._record(spec.start_record(started.at, [started.leader], reason))
         with self._lock:
             self.attempt = attempt
@@ -357,16 +319,12 @@ class Daemon:
             return
         attempt.probe_seen = probes.taken_at
         first = verdict.target is ServerState.READY and self.state is ServerState.STARTING
-        with self._lock:
-            if first:
-                attempt.ready_at = now
-                self.counters = self.counters.served(now - attempt.started_at)
-            if verdict.target is not None:
+        if verdict.target is not None:
+            with self._lock:
                 self._set_state(verdict.target)  # STARTING/UNHEALTHY -> READY, READY -> UNHEALTHY
         if first:
-            startup_s = self.counters.startup_duration_s
-            log.info("attempt %d: serving after %.1f s", attempt.number, startup_s)
-            self._record(ready_record(attempt.number, now, startup_s))
+            self._served(attempt, now)
+            log.info("attempt %d: serving after %.1f s", attempt.number, now - attempt.started_at)
         planned = self._planned.planned_tokens if self._planned else None
         checked = watch.cross_check(attempt, probes.max_total_num_tokens, planned)
         attempt.tokens_checked, attempt.prediction_checked = checked.tokens, checked.prediction
@@ -427,17 +385,18 @@ class Daemon:
     ) -> None:
         now = self._clock()
         args = (self.ladder, self.history, ended, result, outcome, stopped_by, now, events)
-        concluded = conclude.conclude(*args)
-        self._record(concluded.end_record)
+        done = conclude.conclude(*args)
+        self._record(done.end_record)
         with self._lock:
-            if concluded.report is not None:
-                self.counters = self.counters.failed(concluded.failure_class.value, now)
-                self.last_failure = concluded.report
-            if concluded.decision is not None:
-                self._apply(concluded.decision, concluded.failure_class, now)
-        if concluded.decision is not None and concluded.report is not None:
-            diagnosis, reason = concluded.report.diagnosis, concluded.decision.reason
-            log.warning("attempt %d: %s %s", ended.number, diagnosis, reason)
+            if done.report is not None:
+                self.counters = self.counters.failed(done.failure_class.value, now)
+                self.last_failure = done.report
+            if done.decision is not None:
+                self._apply(done.decision, done.failure_class, now)
+        if done.decision is not None and done.report is not None:
+            log.warning(
+                "attempt %d: %s %s", ended.number, done.report.diagnosis, done.decision.reason
+            )
 
     def _apply(self, decision: Decision, failure_class: FailureClass, now: float) -> None:
         """Go to backoff toward the decided launch, or give up. Called under the lock."""
@@ -454,18 +413,9 @@ class Daemon:
         else:
             self.gave_up_reason = decision.reason
             self._set_state(ServerState.GAVE_UP)  # any -> GAVE_UP: needs a human or a reload
-            self._gave_up(decision)
-
-    def _gave_up(self, decision: Decision) -> None:
-        """The termination message, and the exit where the config asks for one (a rank of a
-        group always exits: the group controller recreates the group)."""
-        code = ExitCode.GROUP_MEMBER_FAILED if decision.group_exit else ExitCode.GAVE_UP
-        write_message(self.config.paths.termination_log, message(code, self.last_failure))
-        policy = self.config.policy
-        if decision.group_exit or policy.group == "exit" or policy.on_give_up == "exit":
-            log.error("exiting with status %d: %s", code, decision.reason)
-            self.exit_code = code
-            self._stop_requested = True
+            code = conclude.give_up(self.config, decision, self.last_failure)
+            if code is not None:
+                self.exit_code, self._stop_requested = code, True
 
     # --- daemon life ------------------------------------------------------------------------
     def _resume(self) -> None:
@@ -523,11 +473,13 @@ class Daemon:
         if healthy and attempt.ready_at is None:
             # It became ready while no daemon watched: record it, or healthy_reset_s and
             # served_s would count from this adoption.
-            now = self._clock()
+            self._served(attempt, self._clock())
+
+    def _served(self, attempt: Attempt, now: float) -> None:
+        with self._lock:
             attempt.ready_at = now
-            with self._lock:
-                self.counters = self.counters.served(now - attempt.started_at)
-            self._record(ready_record(attempt.number, now, now - attempt.started_at))
+            self.counters = self.counters.served(now - attempt.started_at)
+        self._record(ready_record(attempt.number, now, now - attempt.started_at))
 
     def _reload(self) -> None:
         self._reload_requested = False
@@ -577,20 +529,14 @@ class Daemon:
         self._notifier.status(self._status_text())
 
     def _status_text(self) -> str:
-        """systemd's STATUS= line: state, profile, attempt, failures, and why when waiting."""
-        attempt = self.attempt
-        detail = None
+        """systemd's STATUS= line, with why it waits in backoff or gave up."""
+        why = None
         if self.state is ServerState.BACKOFF and self.last_decision is not None:
-            detail = self.last_decision.reason
+            why = self.last_decision.reason
         elif self.state is ServerState.GAVE_UP:
-            detail = self.gave_up_reason
-        return status_line(
-            self.state.value,
-            self.ladder.label(attempt.profile_index) if attempt else None,
-            attempt.number if attempt else None,
-            self.counters.failures_total,
-            detail,
-        )
+            why = self.gave_up_reason
+        failures = self.counters.failures_total
+        return views.status_text(self.state, self.attempt, self.ladder, failures, why)
 
     def _record(self, record: Record) -> None:
         try:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporter.attempt.attempt_log import AttemptLog
 from exporter.config import Config, SGLangSpec
 from exporter.diagnosis.planner import FITS
 from exporter.history import History, Record, start_record
@@ -21,10 +22,11 @@ from exporter.redact import redact_command
 from exporter.sglang.flags import FlagValue, server_address
 from exporter.sglang.help import unknown_flags
 from exporter.sglang.versions import DEFAULT_VERSION
+from exporter.supervisor.attempt import Attempt
 from exporter.supervisor.flags import read_known_flags
 from exporter.supervisor.ladder import Ladder
 from exporter.supervisor.preflight import Preflight, check
-from exporter.supervisor.processes import SpawnError, spawn, wait_port_free
+from exporter.supervisor.processes import AttemptProcesses, SpawnError, spawn, wait_port_free
 
 log = logging.getLogger("sglang_sentinel.launch")
 
@@ -154,8 +156,9 @@ def refusal(spec: LaunchSpec, sglang: SGLangSpec, state_dir: Path) -> str | None
     return f"{flags}: not a flag of {version} (checked against its --help before launch)"
 
 
-def start(spec: LaunchSpec, clock) -> Started | NotLaunched:
-    """Wait (bounded) for the port to be free, then spawn the launcher in its own session."""
+def start(spec: LaunchSpec, clock: Callable[[], float]) -> Started | NotLaunched:
+    """Wait (bounded) for the port to be free, spawn the launcher in its own session and
+    point `current` at its log."""
     host, port = server_address(spec.args)
     if not wait_port_free(host, port, PORT_WAIT_S):
         log.warning("attempt %d: port %s:%d is in use before launch", spec.number, host, port)
@@ -164,7 +167,23 @@ def start(spec: LaunchSpec, clock) -> Started | NotLaunched:
         popen = spawn(spec.command, env=spec.env, cwd=spec.workdir, log_path=spec.log_path)
     except SpawnError as error:
         return NotLaunched(str(error), started)
+    point_current(spec.log_path.parent, spec.log_path)
     return Started(identify(popen.pid) or ProcessIdentity(popen.pid, started), popen, started)
+
+
+def attempt(
+    spec: LaunchSpec, started: Started, version: str | None, clock: Callable[[], float]
+) -> Attempt:
+    """The attempt a spawn started, its log not followed yet."""
+    return Attempt(
+        number=spec.number,
+        profile_index=spec.profile_index,
+        command=spec.command,
+        log_path=spec.log_path,
+        started_at=started.at,
+        processes=AttemptProcesses(started.leader, started.popen),
+        log=AttemptLog(version, clock),
+    )
 
 
 def point_current(log_dir: Path, target: Path) -> None:
