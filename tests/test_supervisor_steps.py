@@ -312,6 +312,9 @@ def test_an_unended_attempt_is_adopted_while_its_leader_lives_else_recorded_lost
     record = resume.lost_end(plan.record, ladder, T0 + 9)
     assert (record["failure_class"], record["exit_code"]) == ("other", None)
     assert record["diagnosis"] == "log missing (ended while the daemon was down)"
+    # A history that could not take the record still shows it unended: launch past it.
+    after = resume.resume_plan(gone.read().attempts, ladder, T0, lost_recorded=True)
+    assert after == resume.Launch(0, None)
 
 
 def test_the_adopted_attempt_keeps_its_recorded_times_and_log(tmp_path):

@@ -23,7 +23,7 @@ from exporter.config import Config, ConfigError, load_config
 from exporter.diagnosis.classify import Classification, Outcome
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat
-from exporter.history import History, HistoryWriteError, Record, ready_record
+from exporter.history import AttemptRecord, History, HistoryWriteError, Record, ready_record
 from exporter.identity import ProcessIdentity
 from exporter.logs.events import Event
 from exporter.logs.tailer import LogTailer
@@ -319,12 +319,14 @@ class Daemon:
             return
         attempt.probe_seen = probes.taken_at
         first = verdict.target is ServerState.READY and self.state is ServerState.STARTING
-        if verdict.target is not None:
-            with self._lock:
+        with self._lock:
+            if first:
+                self._served(attempt, now)
+            if verdict.target is not None:
                 self._set_state(verdict.target)  # STARTING/UNHEALTHY -> READY, READY -> UNHEALTHY
         if first:
-            self._served(attempt, now)
             log.info("attempt %d: serving after %.1f s", attempt.number, now - attempt.started_at)
+            self._record(ready_record(attempt.number, now, now - attempt.started_at))
         planned = self._planned.planned_tokens if self._planned else None
         checked = watch.cross_check(attempt, probes.max_total_num_tokens, planned)
         attempt.tokens_checked, attempt.prediction_checked = checked.tokens, checked.prediction
@@ -432,7 +434,8 @@ class Daemon:
         plan = resume.resume_plan(read.attempts, self.ladder, self._clock())
         if isinstance(plan, resume.RecordLost):
             self._record(resume.lost_end(plan.record, self.ladder, self._clock()))
-            plan = resume.resume_plan(self.history.read().attempts, self.ladder, self._clock())
+            attempts = self.history.read().attempts
+            plan = resume.resume_plan(attempts, self.ladder, self._clock(), lost_recorded=True)
         if not isinstance(plan, resume.RecordLost) and plan.patch is not None:
             self.ladder = self.ladder.with_patch(*plan.patch)
         if isinstance(plan, resume.Adopt):
@@ -442,9 +445,11 @@ class Daemon:
         elif isinstance(plan, resume.Continue):
             with self._lock:
                 self.last_failure = plan.report
-                self._apply(plan.decision, plan.failure_class, self._clock())  # STOPPED -> BACKOFF
+                self._apply(
+                    plan.decision, plan.failure_class, self._clock()
+                )  # STOPPED -> BACKOFF/GAVE_UP
 
-    def _adopt(self, record, leader: ProcessIdentity) -> None:
+    def _adopt(self, record: AttemptRecord, leader: ProcessIdentity) -> None:
         attempt = resume.adopted(record, leader, self.ladder, self._clock)
         self._last_id = max(self._last_id, record.attempt)
         # Its log so far, read once from the start before the probe (pool metrics, the
@@ -473,13 +478,15 @@ class Daemon:
         if healthy and attempt.ready_at is None:
             # It became ready while no daemon watched: record it, or healthy_reset_s and
             # served_s would count from this adoption.
-            self._served(attempt, self._clock())
+            now = self._clock()
+            with self._lock:
+                self._served(attempt, now)
+            self._record(ready_record(attempt.number, now, now - attempt.started_at))
 
     def _served(self, attempt: Attempt, now: float) -> None:
-        with self._lock:
-            attempt.ready_at = now
-            self.counters = self.counters.served(now - attempt.started_at)
-        self._record(ready_record(attempt.number, now, now - attempt.started_at))
+        """The attempt serves from ``now`` on. Called under the lock."""
+        attempt.ready_at = now
+        self.counters = self.counters.served(now - attempt.started_at)
 
     def _reload(self) -> None:
         self._reload_requested = False

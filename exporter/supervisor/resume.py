@@ -77,13 +77,18 @@ class Untracked:
     attempt: int  # the id in its marker: never to be reused
 
 
-def resume_plan(attempts: Sequence[AttemptRecord], ladder: Ladder, now: float) -> ResumePlan:
+def resume_plan(
+    attempts: Sequence[AttemptRecord], ladder: Ladder, now: float, lost_recorded: bool = False
+) -> ResumePlan:
+    """``lost_recorded``: the caller tried to record the lost end already (a history that
+    cannot be written still shows the attempt unended); plan past it."""
     last = attempts[-1] if attempts else None
     if last is not None and not last.ended and last.processes:
         leader = ProcessIdentity.from_json(last.processes[0])
-        if not leader.alive():
+        if leader.alive():
+            return Adopt(last, leader, restored_patch(last, ladder))
+        if not lost_recorded:
             return RecordLost(last)
-        return Adopt(last, leader, restored_patch(last, ladder))
     patch = restored_patch(last, ladder)
     if last is None or not last.failed or last.profile_index is None:
         first = ladder.clamp(last.profile_index) if last and last.profile_index is not None else 0
