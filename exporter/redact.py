@@ -5,8 +5,13 @@ not ``--max-total-tokens`` or ``--tokenizer-path``."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a value handed in: redacting needs no classifier
+    from exporter.diagnosis.classify import Classification
 
 _SECRET_WORD = re.compile(
     r"(?:^|[-_])(?:key|token|secret|password|passwd|credentials?)(?:[-_]|$)", re.I
@@ -59,3 +64,18 @@ def mask_text(text: str | None, secrets: Iterable[str]) -> str | None:
     for secret in secrets:
         text = text.replace(secret, MASK)
     return text
+
+
+def mask_classification(result: Classification, secrets: Iterable[str]) -> Classification:
+    """A classification without ``secrets``: SGLang echoes its arguments into its log, and
+    a secret among them must not reach the history or the daemon's log through a root-cause
+    line, a diagnosis or an evidence line."""
+    secrets = frozenset(secrets)
+    if not secrets:
+        return result
+    return dataclasses.replace(
+        result,
+        root_cause_line=mask_text(result.root_cause_line, secrets),
+        diagnosis=mask_text(result.diagnosis, secrets) or "",
+        evidence=[mask_text(line, secrets) or "" for line in result.evidence],
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from exporter.supervisor import daemon
+from exporter.supervisor.launch import PORT_WAIT_S
 from exporter.supervisor.processes import AttemptProcesses
 from exporter.telemetry.probes import HEALTH_TIMEOUT_S
 from exporter.telemetry.source import PeriodicSource
@@ -23,12 +23,10 @@ PROCESS_SCAN_JOIN_S: float = inspect.signature(PeriodicSource.__init__).paramete
 def longest_loop_stall_s(stop_grace_s: float) -> float:
     """The main loop stops SGLang (the grace, then up to the SIGKILL wait) and waits for
     the port before relaunching, without a tick in between."""
-    return stop_grace_s + KILL_WAIT_S + daemon.PORT_WAIT_S
+    return stop_grace_s + KILL_WAIT_S + PORT_WAIT_S
 
 
 def longest_stop_s(stop_grace_s: float) -> float:
     """SIGTERM to exit: a stop arriving mid-restart waits for two stops and the port, then
     for the probe and process-scan threads to end."""
-    return (
-        2 * (stop_grace_s + KILL_WAIT_S) + daemon.PORT_WAIT_S + PROBE_JOIN_S + PROCESS_SCAN_JOIN_S
-    )
+    return 2 * (stop_grace_s + KILL_WAIT_S) + PORT_WAIT_S + PROBE_JOIN_S + PROCESS_SCAN_JOIN_S

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from exporter.config import load_config
-from exporter.supervisor.daemon import LOST_MEMBER_GRACE_S, MEMBER_SCAN_S
+from exporter.supervisor.watch import LOST_MEMBER_GRACE_S, MEMBER_SCAN_S
 from tests import test_reliability
 from tests.conftest import free_port
 from tests.programs.fake_sglang import READY_LINE

@@ -56,6 +56,11 @@ RULES = (
     ),
     Rule("metrics", NEVER, ("supervisor", "policy"), "families come from the Snapshot alone"),
     Rule("supervisor", NEVER, ("metrics",), "the loop fills the Snapshot; a scrape renders it"),
+    *(
+        Rule(f"supervisor.{step}", NEVER, ("supervisor.daemon",), "it returns what the daemon does")
+        for step in ("attempt", "ladder", "launch", "watch", "conclude", "resume")
+    ),
+    Rule("redact", ONLY, (), "masking is text in, text out: a classification is handed in"),
     Rule("app", ONLY_BY, ("commands",), "the composition root is wired by run and demo only"),
     Rule("commands", ONLY_BY, ("cli",), "a command is an entry point, never a library"),
     Rule("cli", ONLY_BY, (), "the command line is the top: nothing builds on it"),
@@ -283,6 +288,17 @@ def test_telemetry_reaches_no_part_of_the_attempt():
     graph = {"exporter.telemetry.gpu.collector": {"exporter.attempt.snapshot": "c.py:1"}}
     assert [line.split(" (")[0] for line in broken_rules(graph, RULES)] == [
         "exporter.telemetry.gpu.collector imports exporter.attempt.snapshot"
+    ]
+
+
+def test_a_supervisor_step_that_calls_back_into_the_daemon_is_reported():
+    graph = {
+        "exporter.supervisor.daemon": {"exporter.supervisor.conclude": "d.py:1"},
+        "exporter.supervisor.conclude": {"exporter.supervisor.daemon": "c.py:2"},
+    }
+    broken = broken_rules(graph, RULES)
+    assert [line.split(" (")[0] for line in broken] == [
+        "exporter.supervisor.conclude imports exporter.supervisor.daemon"
     ]
 
 

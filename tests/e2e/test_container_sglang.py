@@ -19,7 +19,7 @@ import httpx
 import psutil
 
 from exporter.history import History
-from exporter.supervisor.daemon import LOST_MEMBER_GRACE_S
+from exporter.supervisor.watch import LOST_MEMBER_GRACE_S
 from tests.conftest import live_in_sessions, wait
 from tests.e2e.conftest import lone_first_node, write_config
 from tests.test_container import Namespace, Watcher, ready, status_of

@@ -1,15 +1,33 @@
 #!/usr/bin/env python3
 """Check the heldout4 labels: every root_cause_line is a whole physical line of its log,
 every failure_class is a corpus taxonomy class, every log has exactly one label. Prints class counts."""
-import collections, json, os, re, sys
+
+import collections
+import json
+import os
+import re
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The 17 classes of the corpus taxonomy (/work/shared/corpus/README.md, "The failure taxonomy").
 CLASSES = {
-    "pool_init_oom", "weights_oom", "cuda_graph_oom", "runtime_oom", "mamba_cache_exhausted",
-    "kv_pool_exhausted", "distributed_init", "port_in_use", "invalid_argument", "model_load_error",
-    "unsupported_model", "kernel_error", "cuda_error", "hang_timeout", "killed_by_signal",
-    "dependency_error", "other",
+    "pool_init_oom",
+    "weights_oom",
+    "cuda_graph_oom",
+    "runtime_oom",
+    "mamba_cache_exhausted",
+    "kv_pool_exhausted",
+    "distributed_init",
+    "port_in_use",
+    "invalid_argument",
+    "model_load_error",
+    "unsupported_model",
+    "kernel_error",
+    "cuda_error",
+    "hang_timeout",
+    "killed_by_signal",
+    "dependency_error",
+    "other",
 }
 PHASES = {"startup", "runtime"}
 REQUIRED = ("file", "failure_class", "root_cause_line", "phase", "notes")
@@ -45,7 +63,9 @@ def main() -> int:
         if not root.strip():
             errors.append(f"{f}: empty root_cause_line")
         elif root not in lines:
-            errors.append(f"{f}: root_cause_line is not a whole physical line of the log: {root[:100]!r}")
+            errors.append(
+                f"{f}: root_cause_line is not a whole physical line of the log: {root[:100]!r}"
+            )
     logs = {x for x in os.listdir(HERE) if x.endswith(".log")}
     for missing in sorted(logs - seen):
         errors.append(f"{missing}: no label")
