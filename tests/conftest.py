@@ -19,11 +19,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.exposition import render
 
+# The reliability harness's fixtures (launchers, daemons, supervise), for every test folder.
+pytest_plugins = ["tests.harness.reliability"]
+
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden"
 DATA = TESTS / "data"
 # The labelled corpus lives in shared/, beside the repository (CI lays it there too).
-FAKE_NVML_SOURCE = TESTS / "fake_nvml" / "fake_nvml.c"
+FAKE_NVML_SOURCE = TESTS / "harness" / "fake_nvml" / "fake_nvml.c"
 GiB = 1 << 30
 CORPUS = Path(os.environ.get("SGLANG_SENTINEL_CORPUS", TESTS.parents[1] / "shared" / "corpus"))
 

@@ -9,7 +9,7 @@ from exporter.app import build_daemon, serve
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from tests.conftest import free_port
-from tests.test_daemon import in_thread, stop, wait_for, write
+from tests.supervisor.test_daemon import in_thread, stop, wait_for, write
 
 
 def test_the_process_collector_follows_the_attempt_of_its_daemon(tmp_path):

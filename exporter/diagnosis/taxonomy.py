@@ -53,7 +53,7 @@ class ClassSpec:
 
 
 # Everything the project knows about a class, in one place: a new class is one entry here
-# (the completeness test in tests/test_taxonomy.py fails until every field is filled).
+# (the completeness test in tests/diagnosis/test_taxonomy.py fails until every field is filled).
 SPECS: dict[FailureClass, ClassSpec] = {
     FailureClass.POOL_INIT_OOM: ClassSpec(
         summary="the KV/state pool could not be sized after the weights loaded",

@@ -22,7 +22,7 @@ from exporter.history import History
 from exporter.supervisor.watch import LOST_MEMBER_GRACE_S
 from tests.conftest import live_in_sessions, wait
 from tests.e2e.conftest import lone_first_node, write_config
-from tests.test_container import Namespace, Watcher, ready, status_of
+from tests.supervisor.test_container import Namespace, Watcher, ready, status_of
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_S = 300.0  # the most one launch may take on two shared cores

@@ -23,8 +23,8 @@ from exporter.attempt.states import ServerState
 from exporter.config import MetricsListen
 from exporter.identity import describe
 from tests.conftest import GiB, free_port, wait
-from tests.dashboard_tools import dashboard_queries
 from tests.e2e.conftest import write_config
+from tests.harness.dashboard_tools import dashboard_queries
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "alerts" / "sglang-sentinel.rules.yml"
