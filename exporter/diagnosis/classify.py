@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from exporter.diagnosis import explain, layers
+from exporter.diagnosis import consequences, explain, layers
 from exporter.diagnosis.placement import evidence_lines, phase_of
 from exporter.diagnosis.reading import assert_source, read
 from exporter.diagnosis.signatures import SIGNATURES
@@ -85,8 +85,8 @@ def classify(
     """Classify one attempt. ``version`` is what the caller knows; the log may say more."""
     attempt = read(lines, events, outcome or Outcome())
     version = detect_version(lines, events) or version
-    verdicts = sorted(layers.verdicts(attempt), key=lambda v: -v.score)
-    decided = layers.rooted_earliest(layers.swallowed_import(attempt, verdicts))
+    verdicts = consequences.after_causes(attempt, layers.verdicts(attempt))
+    decided = layers.rooted_earliest(verdicts)
     runner_up = next(
         (
             v.failure_class

@@ -11,7 +11,6 @@ from exporter.diagnosis.frames import frames_before, is_frame_text, source_line
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
 from exporter.diagnosis.reading import (
-    IGNORED_ERRORS,
     SERVING,
     Hit,
     Reading,
@@ -27,7 +26,7 @@ from exporter.logs.events import EventKind
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
 
-_CONFIDENT = 80  # a signature of a named family or better (signatures.py's tiers)
+CONFIDENT = 80  # a signature of a named family or better (signatures.py's tiers)
 # The other layers on the signatures' priority scale: an exception outranks a condition, a
 # worded error line or telling numbers outrank an exception nothing knows, and how the
 # process ended outranks "other"; a startup that merely stopped printing is the last resort.
@@ -46,7 +45,6 @@ _FULL_USAGE = 0.99
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
-_GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _STATEMENT_MIN = 24  # an exception message this long, said earlier too, was said first there
 
 
@@ -83,29 +81,6 @@ def rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
     return replace(decided, root=min(earlier)) if earlier else decided
 
 
-def swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
-    """SGLang imports its models and multimodal processors lazily and logs a failed import as
-    ``Ignore import error when loading ...``; an architecture "not supported" or with "no
-    processor registered" after such lines is that import's consequence: a package."""
-    if verdicts[0].failure_class is not FailureClass.UNSUPPORTED_MODEL:
-        return verdicts
-    ignored = next(
-        (i for i, line in enumerate(attempt.ordered) if line.message.startswith(IGNORED_ERRORS)),
-        None,
-    )
-    if ignored is None:
-        return verdicts
-    cause = Verdict(
-        FailureClass.DEPENDENCY_ERROR,
-        ignored,
-        "wording",
-        "swallowed_import_error",
-        Confidence.MEDIUM,
-        verdicts[0].score + 1,
-    )
-    return [cause, *verdicts]
-
-
 def _by_signatures(attempt: Reading) -> list[Verdict]:
     first: dict[str, Hit] = {}
     for hit in attempt.hits:
@@ -116,7 +91,7 @@ def _by_signatures(attempt: Reading) -> list[Verdict]:
     for hit in sorted(first.values(), key=lambda h: (-h.signature.priority, h.position)):
         failure_class, resolved = _resolve(hit.signature, attempt, hit.position)
         priority = hit.signature.priority
-        if priority >= _CONFIDENT and resolved:
+        if priority >= CONFIDENT and resolved:
             confidence = Confidence.HIGH
         elif priority >= DECISIVE:
             confidence = Confidence.MEDIUM
@@ -129,23 +104,7 @@ def _by_signatures(attempt: Reading) -> list[Verdict]:
         if hit.signature.resolve is Resolve.COLLECTIVE:
             memory = _failed_allocation_below(attempt, hit)
             verdicts += [memory] if memory is not None else []
-    return [_waiting_on_a_crash(v, verdicts) for v in verdicts]
-
-
-def _waiting_on_a_crash(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:
-    """A collective that timed out or failed after a rank's own named crash (an OOM, a CUDA
-    error) is the other ranks waiting for the one that died: it ranks just below that crash."""
-    if verdict.failure_class not in _GROUP_CLASSES or verdict.root is None:
-        return verdict
-    crashes = [
-        other.score
-        for other in verdicts
-        if other.root is not None
-        and other.root < verdict.root
-        and other.score >= _CONFIDENT
-        and other.failure_class not in _GROUP_CLASSES
-    ]
-    return replace(verdict, score=max(crashes) - 1) if crashes else verdict
+    return verdicts
 
 
 def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[FailureClass, bool]:

@@ -339,3 +339,23 @@ def test_a_lower_case_path_with_sglang_in_it_is_no_rejected_setting():
         "ValueError: SGLANG_DISAGGREGATION_THREAD_POOL_SIZE must be a positive integer",
     )
     assert run(rejected).failure_class is C.INVALID_ARGUMENT
+
+
+def test_a_memory_fault_after_a_failed_allocation_is_its_consequence():
+    oom = raised_in(
+        f"{SITE}/sglang/srt/layers/moe/fused_moe_triton/layer.py",
+        "forward",
+        "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 4.00 GiB. GPU 3 has a "
+        "total capacity of 191.98 GiB of which 2.71 GiB is free.",
+    )
+    fault = raised_in(
+        f"{SITE}/sglang/srt/managers/scheduler.py",
+        "event_loop_overlap",
+        "RuntimeError: HIP error: an illegal memory access was encountered",
+    )
+    result = run(oom + fault)
+    assert result.failure_class is C.RUNTIME_OOM
+    assert result.root_cause_line.startswith("torch.OutOfMemoryError")
+    # The fault alone, or before the allocation failed, is the device's.
+    assert run(fault).failure_class is C.CUDA_ERROR
+    assert run(fault + oom).failure_class is C.CUDA_ERROR
