@@ -28,8 +28,9 @@ log = logging.getLogger("sglang_sentinel")
 def build_daemon(
     config: Config, notifier: Notifier | None = None, clock: Callable[[], float] = time.time
 ) -> Daemon:
-    """A daemon with every registered telemetry source, each wired to it by its own ``build``
-    (the probes wake its loop, the process tree follows its attempt, the GPUs that tree)."""
+    """A daemon with every registered telemetry source, each wired by its own ``build`` to
+    the daemon's host (supervisor/host.py: the probes wake its loop, the process tree follows
+    its attempt, the GPUs that tree)."""
     return Daemon(config, Sources.build, clock=clock, notifier=notifier)
 
 

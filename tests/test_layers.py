@@ -58,7 +58,7 @@ RULES = (
     Rule("supervisor", NEVER, ("metrics",), "the loop fills the Snapshot; a scrape renders it"),
     *(
         Rule(f"supervisor.{step}", NEVER, ("supervisor.daemon",), "it returns what the daemon does")
-        for step in ("attempt", "ladder", "launch", "watch", "conclude", "resume")
+        for step in ("attempt", "ladder", "launch", "watch", "conclude", "resume", "reload", "host")
     ),
     Rule("redact", ONLY, (), "masking is text in, text out: a classification is handed in"),
     Rule("app", ONLY_BY, ("commands",), "the composition root is wired by run and demo only"),

@@ -17,6 +17,7 @@ class ServerState(enum.StrEnum):
 
 
 S = ServerState
+LIVE = frozenset({S.STARTING, S.READY, S.UNHEALTHY})  # an attempt runs
 TRANSITIONS: dict[ServerState, frozenset[ServerState]] = {
     # READY/UNHEALTHY: adopting a running server; BACKOFF/GAVE_UP: resuming after a crash
     S.STOPPED: frozenset({S.STARTING, S.READY, S.UNHEALTHY, S.BACKOFF, S.GAVE_UP}),

@@ -1,7 +1,8 @@
-"""Ending an attempt: stop what is left of it, classify its log, and conclude: the failure
-class, the history's end record, the report of a failure and the policy's decision (with
-the automatic remedy it carries). ``conclude`` returns all of it as one ``Conclusion``; the
-daemon writes the record, counts the failure and applies the decision."""
+"""Ending an attempt: stop what is left of it (``wind_down``), classify its log, and
+conclude: the failure class, the history's end record, the report of a failure and the
+policy's decision (with the automatic remedy it carries). ``conclude`` returns all of it as
+one ``Conclusion``; the daemon writes the record, counts the failure and applies the
+decision."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from exporter.supervisor.ladder import Ladder
 from exporter.supervisor.policy import Decision, decide
 from exporter.supervisor.remedies import Remedy, remedy_for
 from exporter.telemetry.gpu import GpuCollector, wait_gpu_released
+from exporter.telemetry.probes import ProbeCollector
 from exporter.termination import ExitCode, FailureReport, message, write_message
 
 log = logging.getLogger("sglang_sentinel.conclude")
@@ -65,6 +67,22 @@ class Conclusion:
     end_record: Record
     report: FailureReport | None  # when it failed: for /status and the termination message
     decision: Decision | None  # when it ended by itself: relaunch what, when, or give up
+
+
+def wind_down(
+    attempt: Attempt,
+    outcome: Outcome,
+    probes: ProbeCollector,
+    gpus: GpuCollector,
+    stop_grace_s: float,
+    release_s: float,
+) -> Outcome:
+    """Stop the attempt (``stop_grace_s``), stop probing it, wait at most ``release_s`` for
+    its GPU memory; the outcome with the launcher's exit status, once it is known."""
+    stop(attempt, stop_grace_s)
+    probes.target(None)
+    wait_gpus_released(gpus, attempt, release_s)
+    return completed(outcome, attempt)
 
 
 def stop(attempt: Attempt, grace_s: float) -> None:

@@ -1,11 +1,8 @@
-"""The daemon's main loop: the only place that starts or stops SGLang, and the only writer
-of the server's state, the attempt, the ladder's changes and the counters.
-
-Launching, watching, concluding and resuming are values computed beside it
-(supervisor/launch.py, watch.py, conclude.py, resume.py); the daemon applies them. One
-thread owns the state machine and the attempt. The tailer thread folds new log lines into
-the attempt and the counters under the lock; the metrics server's threads read snapshots
-under the same lock. Signals only set flags and wake the loop.
+"""The daemon's main loop: the only writer of the server's state, the attempt, the ladder's
+changes and the counters. It applies what its steps return (supervisor/launch.py, watch.py,
+conclude.py, resume.py, reload.py). One thread owns the state machine and the attempt; the
+tailer folds log lines into them under the lock, under which scrapes read; the sources and
+the reaper read the attempt through host.py; signals only set flags and wake the loop.
 """
 
 from __future__ import annotations
@@ -17,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 from exporter.attempt.counters import Counters
 from exporter.attempt.snapshot import Snapshot
-from exporter.attempt.states import ServerState, check_transition
-from exporter.config import Config, ConfigError, load_config
+from exporter.attempt.states import LIVE, ServerState, check_transition
+from exporter.config import Config
 from exporter.diagnosis.classify import Classification, Outcome
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.endpoints import DaemonStatus, Heartbeat
@@ -27,42 +24,32 @@ from exporter.identity import ProcessIdentity
 from exporter.logs.events import Event
 from exporter.logs.tailer import LogTailer
 from exporter.notify import Notifier
-from exporter.sglang.flags import server_url
-from exporter.supervisor import conclude, launch, resume, views, watch
+from exporter.supervisor import conclude, launch, reload, resume, views, watch
 from exporter.supervisor.attempt import Attempt
 from exporter.supervisor.exits import ExitWatch
+from exporter.supervisor.host import DaemonHost
 from exporter.supervisor.ladder import Ladder
 from exporter.supervisor.launch import LaunchSpec, NotLaunched
 from exporter.supervisor.policy import Decision
 from exporter.supervisor.preflight import Preflight
-from exporter.supervisor.processes import AttemptProcesses
 from exporter.supervisor.reaper import Reaper
-from exporter.supervisor.watch import LOST_MEMBER_GRACE_S
-from exporter.telemetry.processes import Members
 from exporter.telemetry.registry import Sources
 from exporter.termination import ExitCode, FailureReport
 
 log = logging.getLogger("sglang_sentinel")
 
-# The loop is woken by what matters (a watched process's exit, a ready or fatal log line,
-# a probe result, a signal); the tick only paces timeouts, the startup scan for SGLang's
-# children and the watchdog, so it can be slow, and slower still while serving.
-TICK_S = 1.0
-SERVING_TICK_S = 5.0
 TAIL_POLL_S = 2.0  # inotify wakes the tailer; this poll is only its safety net
-LIVE = (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY)  # an attempt runs
 
 
 class Daemon:
     def __init__(
         self,
         config: Config,
-        sources: Callable[[Daemon], Sources],
+        sources: Callable[[DaemonHost], Sources],
         clock: Callable[[], float] = time.time,
         notifier: Notifier | None = None,
     ) -> None:
-        """``sources`` builds the daemon's telemetry: the sources call back into the daemon
-        they serve (wake, scheduler_quiet, attempt_members)."""
+        """``sources`` builds the daemon's telemetry, each source wired to its host."""
         self.ladder = Ladder(config)  # the config, and the automatic changes to its profiles
         self._notifier = notifier or Notifier.disabled()
         self._clock = clock
@@ -75,19 +62,19 @@ class Daemon:
         self.state = ServerState.STOPPED
         self.attempt: Attempt | None = None
         self.counters = Counters()
-        self._backoff_until: float | None = None
-        self._next_profile = 0
-        self._next_reason = "first launch"
+        self._backoff_until: float | None = None  # then launch as last_decision says
         self._last_id = 0
         self._planned: Preflight | None = None  # the pre-flight of the next or current launch
         self._planned_at: float | None = None
-        self.sources = sources(self)  # every registered source (telemetry/registry.py)
+        # What the sources and the reaper read of the daemon, from their own threads.
+        self.host = DaemonHost(lambda: self.attempt, lambda: self.config, clock, self._exits.wake)
+        self.sources = sources(self.host)  # every registered source (telemetry/registry.py)
         self.probes = self.sources.probes  # by type: readiness and hangs
         self.gpus = self.sources.gpus  # by type: their release before a relaunch
         self.gave_up_reason: str | None = None
         self.last_decision: Decision | None = None
         # PID 1 or a subreaper inherits SGLang's orphans: reaped on SIGCHLD (signals.py).
-        self.reaper = Reaper(sessions=self._attempt_sessions)
+        self.reaper = Reaper(sessions=self.host.attempt_sessions)
         self.heartbeat = Heartbeat()  # /healthz: the loop's ticks, as the watchdog sees them
         self.last_failure: FailureReport | None = None
         self.exit_code = ExitCode.STOPPED
@@ -111,50 +98,17 @@ class Daemon:
         self._reload_requested = True
         self._exits.wake()
 
-    def wake(self) -> None:
-        """Wake the loop to look at news (the probes: a new snapshot)."""
-        self._exits.wake()
-
     def snapshot(self) -> Snapshot:
         with self._lock:
-            return views.snapshot(
-                self.state,
-                self.attempt,
-                self.counters,
-                self.ladder,
-                self._planned,
-                reaped=dict(self.reaper.counts),
-                sources=self.sources.snapshots(),
-            )
-
-    def attempt_members(self) -> Members | None:
-        """The current attempt's launcher and live members, for the process collector (on
-        its thread): finding new members is the daemon's, as often as the collector looks."""
-        attempt = self.attempt
-        if attempt is None:
-            return None
-        return attempt.processes.leader, attempt.processes.refresh()
+            values = (self.state, self.attempt, self.counters, self.ladder, self._planned)
+            reaped, sources = dict(self.reaper.counts), self.sources.snapshots()
+            return views.snapshot(*values, reaped=reaped, sources=sources)
 
     def status(self) -> DaemonStatus:
         """What /healthz, /readyz and /status answer from."""
         with self._lock:
-            decision = self.last_decision.reason if self.last_decision else None
-            failure, age_s = self.last_failure, self.heartbeat.age_s()
+            decision, failure, age_s = self.last_decision, self.last_failure, self.heartbeat.age_s()
             return views.status(self.state, self.attempt, self.ladder, decision, failure, age_s)
-
-    def scheduler_quiet(self) -> bool:
-        """No batch line for two probe intervals. Only then can requests be stuck waiting,
-        so only then is /v1/loads asked: SGLang logs a prefill batch for each /health it
-        answers (its one-token generation), so a working scheduler is never that quiet.
-        Called from the probes' thread: reads one attempt's times, no lock needed."""
-        attempt = self.attempt
-        if attempt is None:
-            return True
-        return attempt.batch_silence(self._clock()) >= 2 * self.config.policy.health_interval_s
-
-    def _attempt_sessions(self) -> set[int]:
-        attempt = self.attempt
-        return {attempt.processes.session_id} if attempt else set()
 
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> int:
@@ -164,7 +118,10 @@ class Daemon:
             self._resume()
             self._notifier.ready(self._status_text())
             while not self._stop_requested:
-                self._noticed(self._exits.wait(self._until_next_tick()))
+                wait_s = watch.until_next_tick(
+                    self.state, self._backoff_until, self.attempt, self._clock()
+                )
+                self._noticed(self._exits.wait(wait_s))
                 if self._reload_requested:
                     self._notifier.reloading("reloading config")
                     self._reload()
@@ -177,16 +134,6 @@ class Daemon:
             self._exits.close()
         return int(self.exit_code)
 
-    def _until_next_tick(self) -> float:
-        if self.state is ServerState.BACKOFF and self._backoff_until is not None:
-            return max(0.0, min(TICK_S, self._backoff_until - self._clock()))
-        if self.state in (ServerState.READY, ServerState.UNHEALTHY):
-            lost = self.attempt.member_lost if self.attempt else None
-            if lost is not None:  # wake when its grace ends
-                return max(0.0, min(SERVING_TICK_S, lost[1] + LOST_MEMBER_GRACE_S - self._clock()))
-            return SERVING_TICK_S
-        return TICK_S
-
     def tick(self) -> None:
         """One pass of the loop: launch after backoff, notice an end, a stall, readiness.
         An attempt that ends goes on to BACKOFF or GAVE_UP as the policy decides (_apply)."""
@@ -196,26 +143,21 @@ class Daemon:
         now = self._clock()
         if self.state is ServerState.BACKOFF and self._backoff_until is not None:
             if now >= self._backoff_until:
-                self._launch(self._next_profile, self._next_reason)  # BACKOFF -> STARTING
+                decided = self.last_decision
+                assert decided is not None  # set with _backoff_until (_apply)
+                self._launch(decided.profile_index or 0, decided.reason)  # BACKOFF -> STARTING
             return
         attempt = self.attempt
         if attempt is None or self.state not in LIVE:
             return
-        if not attempt.processes.leader_running():
-            self._end(Outcome(exit_code=attempt.processes.exit_code()))  # it exited -> BACKOFF
-        elif attempt.log.doomed_by is not None:
-            log.warning(
-                "attempt %d: cannot recover after: %s", attempt.number, attempt.log.doomed_by
-            )
-            self._end(Outcome())  # a fatal line, whatever it does next -> BACKOFF
-        elif (lost := watch.lost_member(attempt, now)) is not None:
-            self._end(Outcome(lost_process=lost))  # a scheduler died under it -> BACKOFF
+        if (outcome := watch.ended(attempt, now)) is not None:
+            self._end(outcome)  # exited, doomed by a fatal line, lost a scheduler -> BACKOFF
         elif self.state is ServerState.STARTING:
             if watch.member_scan_due(attempt, now):
                 attempt.scanned_at = now
                 self._watch_members(attempt)
             if (evidence := watch.startup_hang(attempt, now, self.config.policy)) is not None:
-                self._hung(Outcome(stalled=True, stall_evidence=evidence))  # STARTING -> BACKOFF
+                self._end(Outcome(stalled=True, stall_evidence=evidence))  # STARTING -> BACKOFF
             elif attempt.log.progress.ready or self._worker_ready(attempt, now):
                 self._watch_health(attempt, now)  # STARTING -> READY
         else:
@@ -229,19 +171,11 @@ class Daemon:
         self._last_id = number
         self._preflight(number, index)
         spec = launch.launch_spec(self.ladder, number, index, self._planned, self._planned_at)
-        refused = launch.refusal(spec, self.config.sglang, self.config.paths.state_dir)
-        if refused is not None:
-            self._not_launched(spec, NotLaunched(refused, self._clock()))
-            return
-        self.probes.target(
-            server_url(spec.args), sglang_metrics=spec.args.get("enable-metrics") is True
-        )
-        started = launch.start(spec, self._clock)
+        started = launch.begin(spec, self.config, self.probes, self._clock)
         if isinstance(started, NotLaunched):
             self._not_launched(spec, started)
             return
-        # The loop wakes the moment the launcher exits: a crash is decided in milliseconds,
-        # not at the next tick.
+        # Its exit wakes the loop: a crash is decided in milliseconds, not at the next tick.
         self._exits.watch(started.leader)
         attempt = launch.attempt(spec, started, self.config.sglang.version, self._clock)
         self._record(spec.start_record(started.at, [started.leader], reason))
@@ -314,7 +248,7 @@ class Daemon:
         evidence = watch.hang_evidence(attempt, probes, now, self.config.policy.hang_timeout_s)
         if evidence is not None:
             log.warning("attempt %d: hung: %s", attempt.number, evidence)
-            self._hung(Outcome(stalled=True, stall_evidence=evidence))  # READY/UNHEALTHY -> BACKOFF
+            self._end(Outcome(stalled=True, stall_evidence=evidence))  # READY/UNHEALTHY -> BACKOFF
 
     def _worker_ready(self, attempt: Attempt, now: float) -> bool:
         if not watch.is_worker_ready(attempt, self.ladder.args(attempt.profile_index)):
@@ -334,22 +268,18 @@ class Daemon:
         if lost is not None and self.attempt is not None:
             self.attempt.member_lost = lost
 
-    def _hung(self, outcome: Outcome) -> None:
-        with self._lock:
-            self.counters = self.counters.hung()
-        self._end(outcome)
-
     # --- ending -----------------------------------------------------------------------------
     def _end(self, outcome: Outcome, stopped_by: str | None = None) -> None:
         """The attempt ended (or is being ended): clean up, classify, record, decide."""
         attempt = self.attempt
         assert attempt is not None
+        if outcome.stalled:  # a hang, at startup or while serving
+            with self._lock:
+                self.counters = self.counters.hung()
+        self._exits.forget_all()  # what it leaves is stopped below, not waited for
         grace = self.config.policy.stop_grace_s
-        conclude.stop(attempt, 0.0 if self._stop_now else grace)
-        self._exits.forget_all()
-        self.probes.target(None)
-        conclude.wait_gpus_released(self.gpus, attempt, grace)
-        outcome = conclude.completed(outcome, attempt)
+        stop_s = 0.0 if self._stop_now else grace
+        outcome = conclude.wind_down(attempt, outcome, self.probes, self.gpus, stop_s, grace)
         result, events = conclude.STOPPED_BY_DAEMON, []
         if stopped_by != "daemon":
             with self._lock:  # the tailer has stopped: the excerpt holds the whole log's say
@@ -389,8 +319,6 @@ class Daemon:
             self.counters = self.counters.remedied(failure_class.value)
         if decision.relaunch:
             self.counters = self.counters.restarted(failure_class.value)
-            self._next_profile = decision.profile_index or 0
-            self._next_reason = decision.reason
             self._backoff_until = now + decision.delay_s
             self._set_state(ServerState.BACKOFF)  # STARTING/READY/UNHEALTHY/STOPPED -> BACKOFF
         else:
@@ -406,12 +334,9 @@ class Daemon:
         read = self.history.read()
         for warning in read.warnings:
             log.warning("history: %s", warning)
-        for found in resume.untracked(read.attempts, self.config.paths.state_dir):
-            self._last_id = max(self._last_id, found.attempt)
-            log.warning(
-                "stopping an unrecorded launch (%s, pid %d)", found.marker, found.leader.pid
-            )
-            AttemptProcesses(found.leader).stop(self.config.policy.stop_grace_s)
+        paths, policy = self.config.paths, self.config.policy
+        stopped = resume.stop_untracked(read.attempts, paths.state_dir, policy.stop_grace_s)
+        self._last_id = max(self._last_id, stopped)
         plan = resume.resume_plan(read.attempts, self.ladder, self._clock())
         if isinstance(plan, resume.RecordLost):
             self._record(resume.lost_end(plan.record, self.ladder, self._clock()))
@@ -424,11 +349,9 @@ class Daemon:
         elif isinstance(plan, resume.Launch):
             self._launch(plan.index, "first launch")  # STOPPED -> STARTING
         elif isinstance(plan, resume.Continue):
-            with self._lock:
+            with self._lock:  # STOPPED -> BACKOFF/GAVE_UP
                 self.last_failure = plan.report
-                self._apply(
-                    plan.decision, plan.failure_class, self._clock()
-                )  # STOPPED -> BACKOFF/GAVE_UP
+                self._apply(plan.decision, plan.failure_class, self._clock())
 
     def _adopt(self, record: AttemptRecord, leader: ProcessIdentity) -> None:
         attempt = resume.adopted(record, leader, self.ladder, self._clock)
@@ -439,19 +362,14 @@ class Daemon:
         # Had it said it was ready before this daemon came? A ready line that arrives while
         # the probe below runs is a server becoming ready, not one gone bad.
         was_ready = attempt.log.progress.ready
-        self.probes.target(server_url(self.ladder.args(attempt.profile_index)))
-        health = self.probes.collect().results.get("health")
-        healthy = health is not None and health.ok
+        healthy = resume.adopted_healthy(self.probes, self.ladder.args(attempt.profile_index))
         with self._lock:
             self.attempt = attempt
             self.counters = self.counters.launched()
             self._set_state(ServerState.READY if healthy else ServerState.STARTING)
         if not healthy and was_ready:
             log.warning("attempt %d: adopted server is not healthy; replacing it", record.attempt)
-            self._end(Outcome(), stopped_by="daemon")
-            with self._lock:
-                self._set_state(ServerState.BACKOFF)  # STARTING -> BACKOFF
-            self._launch(attempt.profile_index, "adopted server was unhealthy")
+            self._replace(attempt.profile_index, "adopted server was unhealthy")
             return
         log.info("attempt %d: adopted the running server (pid %d)", record.attempt, leader.pid)
         self._exits.watch(leader)
@@ -471,34 +389,34 @@ class Daemon:
 
     def _reload(self) -> None:
         self._reload_requested = False
-        source = self.config.source
-        try:
-            config = load_config(source) if source else self.config
-        except ConfigError as error:
-            log.error("reload: keeping the running config: %s", error)
+        config = reload.read(self.config)
+        if config is None:
             return
         old, attempt = self.config, self.attempt
-        index = previous = 0
+        running = attempt.profile_index if attempt else None
         with self._lock:  # a scrape must never see the new ladder with an old index
             self.ladder = self.ladder.reloaded(config)
+            step = reload.decide(self.state, old, self.ladder, running)
             if attempt is not None:
-                index = self.ladder.clamp(attempt.profile_index)
-                previous, attempt.profile_index = attempt.profile_index, index
-        log.info("reload: config re-read from %s", source)
-        if self.state is ServerState.GAVE_UP:
+                attempt.profile_index = step.index
+        if step.action is reload.Action.RELAUNCH:
             self.gave_up_reason = None
             self._launch(0, "config reloaded after giving up")  # GAVE_UP -> STARTING
-        elif self.state in LIVE and config.command(index) != old.command(previous):
-            self._restart(index, "config_reload")
+        elif step.action is reload.Action.RESTART:
+            self._restart(step.index, "config_reload")
 
     def _restart(self, index: int, reason: str) -> None:
         with self._lock:
             self._set_state(ServerState.STOPPING)  # STARTING/READY/UNHEALTHY -> STOPPING
             self.counters = self.counters.restarted(reason)
+        self._replace(index, reason.replace("_", " "))
+
+    def _replace(self, index: int, reason: str) -> None:
+        """Stop the attempt (no failure) and launch profile ``index`` in its place."""
         self._end(Outcome(), stopped_by="daemon")
         with self._lock:
-            self._set_state(ServerState.BACKOFF)  # STOPPING -> BACKOFF
-        self._launch(index, reason.replace("_", " "))  # BACKOFF -> STARTING
+            self._set_state(ServerState.BACKOFF)  # STOPPING or STARTING (adopted) -> BACKOFF
+        self._launch(index, reason)  # BACKOFF -> STARTING
 
     def _shutdown(self) -> None:
         attempt = self.attempt
@@ -517,14 +435,8 @@ class Daemon:
         self._notifier.status(self._status_text())
 
     def _status_text(self) -> str:
-        """systemd's STATUS= line, with why it waits in backoff or gave up."""
-        why = None
-        if self.state is ServerState.BACKOFF and self.last_decision is not None:
-            why = self.last_decision.reason
-        elif self.state is ServerState.GAVE_UP:
-            why = self.gave_up_reason
-        failures = self.counters.failures_total
-        return views.status_text(self.state, self.attempt, self.ladder, failures, why)
+        why = (self.last_decision, self.gave_up_reason)
+        return views.status_text(self.state, self.attempt, self.ladder, self.counters, *why)
 
     def _record(self, record: Record) -> None:
         try:

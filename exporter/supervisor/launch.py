@@ -1,7 +1,7 @@
 """Launching one attempt: its id, the pre-flight of its command, the command, environment
 and log path as one value (``LaunchSpec``), the checks that refuse it before it runs, the
-spawn. Each step returns a value; the daemon keeps what it needs of them and writes the
-history."""
+spawn (``begin``: refused, or the probes pointed at it and the launcher started). Each step
+returns a value; the daemon keeps what it needs of them and writes the history."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from exporter.history import History, Record, start_record
 from exporter.identity import ProcessIdentity, identify
 from exporter.plan_inputs import gather
 from exporter.redact import redact_command
-from exporter.sglang.flags import FlagValue, server_address
+from exporter.sglang.flags import FlagValue, server_address, server_url
 from exporter.sglang.help import unknown_flags
 from exporter.sglang.versions import DEFAULT_VERSION
 from exporter.supervisor.attempt import Attempt
@@ -27,6 +27,7 @@ from exporter.supervisor.flags import read_known_flags
 from exporter.supervisor.ladder import Ladder
 from exporter.supervisor.preflight import Preflight, check
 from exporter.supervisor.processes import AttemptProcesses, SpawnError, spawn, wait_port_free
+from exporter.telemetry.probes import ProbeCollector
 
 log = logging.getLogger("sglang_sentinel.launch")
 
@@ -154,6 +155,18 @@ def refusal(spec: LaunchSpec, sglang: SGLangSpec, state_dir: Path) -> str | None
     flags = ", ".join(f"--{name}" for name in rejected)
     version = f"SGLang {sglang.version}" if sglang.version else "the installed SGLang"
     return f"{flags}: not a flag of {version} (checked against its --help before launch)"
+
+
+def begin(
+    spec: LaunchSpec, config: Config, probes: ProbeCollector, clock: Callable[[], float]
+) -> Started | NotLaunched:
+    """The launch refused before it runs (``refusal``), or the probes pointed at its server
+    and the launcher started (``start``)."""
+    refused = refusal(spec, config.sglang, config.paths.state_dir)
+    if refused is not None:
+        return NotLaunched(refused, clock())
+    probes.target(server_url(spec.args), sglang_metrics=spec.args.get("enable-metrics") is True)
+    return start(spec, clock)
 
 
 def start(spec: LaunchSpec, clock: Callable[[], float]) -> Started | NotLaunched:

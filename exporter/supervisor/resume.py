@@ -1,7 +1,9 @@
 """A daemon starting over a history: what the last one left and what to do about it.
 ``resume_plan`` reads the attempts and returns one plan (adopt the server still running,
 record the one that ended unwatched, continue after a failure as the policy decides, or
-launch); ``untracked`` finds the launches no record tracks. The daemon carries them out."""
+launch); ``stop_untracked`` stops the launches no record tracks, as conclude.stop stops an
+attempt; ``adopted_healthy`` asks an adopted server's /health. The daemon carries out the
+plan."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from exporter.diagnosis.classify import Classification, Confidence, Outcome
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.history import AttemptRecord, Record, lost_record
 from exporter.identity import ProcessIdentity, identify
+from exporter.sglang.flags import FlagValue, server_url
 from exporter.supervisor.attempt import Attempt
 from exporter.supervisor.conclude import classified_file, masked, next_launch
 from exporter.supervisor.ladder import Ladder
@@ -25,6 +28,7 @@ from exporter.supervisor.launch import ATTEMPT_MARKER
 from exporter.supervisor.policy import Decision
 from exporter.supervisor.processes import AttemptProcesses
 from exporter.supervisor.remedies import Remedy
+from exporter.telemetry.probes import ProbeCollector
 from exporter.termination import FailureReport
 
 log = logging.getLogger("sglang_sentinel.resume")
@@ -164,6 +168,25 @@ def adopted(
         log=AttemptLog(config.sglang.version, clock),
         ready_at=record.ready_at,
     )
+
+
+def adopted_healthy(probes: ProbeCollector, args: dict[str, FlagValue]) -> bool:
+    """Whether the adopted server (launched with ``args``) answers /health now; the probes
+    target it from here on."""
+    probes.target(server_url(args))
+    health = probes.collect().results.get("health")
+    return health is not None and health.ok
+
+
+def stop_untracked(attempts: Sequence[AttemptRecord], state_dir: Path, grace_s: float) -> int:
+    """Stop the launches no record tracks (by identity: SIGTERM, then SIGKILL); the highest
+    attempt id in their markers (0 for none), never to be reused."""
+    highest = 0
+    for found in untracked(attempts, state_dir):
+        highest = max(highest, found.attempt)
+        log.warning("stopping an unrecorded launch (%s, pid %d)", found.marker, found.leader.pid)
+        AttemptProcesses(found.leader).stop(grace_s)
+    return highest
 
 
 def untracked(attempts: Sequence[AttemptRecord], state_dir: Path) -> list[Untracked]:

@@ -14,6 +14,7 @@ from exporter.endpoints import DaemonStatus, liveness_limit_s
 from exporter.notify import status_line
 from exporter.supervisor.attempt import Attempt
 from exporter.supervisor.ladder import Ladder
+from exporter.supervisor.policy import Decision
 from exporter.supervisor.preflight import Preflight
 from exporter.termination import FailureReport
 
@@ -55,7 +56,7 @@ def status(
     state: ServerState,
     attempt: Attempt | None,
     ladder: Ladder,
-    decision: str | None,
+    decision: Decision | None,
     failure: FailureReport | None,
     loop_age_s: float,
 ) -> DaemonStatus:
@@ -67,7 +68,7 @@ def status(
         nnodes=nnodes(config.sglang.args),
         node_rank=node_rank(config.sglang.args),
         group=config.policy.group,
-        decision=decision,
+        decision=decision.reason if decision else None,
         last_failure=failure,
         loop_age_s=loop_age_s,
         loop_limit_s=liveness_limit_s(config.policy.stop_grace_s),
@@ -75,13 +76,23 @@ def status(
 
 
 def status_text(
-    state: ServerState, attempt: Attempt | None, ladder: Ladder, failures: int, why: str | None
+    state: ServerState,
+    attempt: Attempt | None,
+    ladder: Ladder,
+    counters: Counters,
+    decision: Decision | None,
+    gave_up_reason: str | None,
 ) -> str:
-    """State, profile, attempt, failures so far, and ``why`` it waits (backoff, gave up)."""
+    """State, profile, attempt, failures so far, and why it waits in backoff or gave up."""
+    why = None
+    if state is ServerState.BACKOFF and decision is not None:
+        why = decision.reason
+    elif state is ServerState.GAVE_UP:
+        why = gave_up_reason
     return status_line(
         state.value,
         ladder.label(attempt.profile_index) if attempt else None,
         attempt.number if attempt else None,
-        failures,
+        counters.failures_total,
         why,
     )

@@ -1,7 +1,8 @@
 """Watching a live attempt: verdicts read from the attempt, its probes and its processes,
-never written to them. Health (ready, unhealthy, recovered), hang evidence, a lost member,
-a startup that hangs, a worker rank's readiness, the pool cross-checks. The daemon acts on
-each verdict; the cross-checks say what they found in the log themselves."""
+never written to them. Whether it is over (``ended``), health (ready, unhealthy,
+recovered), hang evidence, a lost member, a startup that hangs, a worker rank's readiness,
+the pool cross-checks, and how long the loop may sleep before it looks again. The daemon
+acts on each verdict; a fatal line, a startup hang and the cross-checks are logged here."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from exporter.attempt.states import ServerState
 from exporter.config import Policy, node_rank
+from exporter.diagnosis.classify import Outcome
 from exporter.identity import ProcessIdentity, describe
 from exporter.sglang.flags import FlagValue
 from exporter.sglang.roles import role_of
@@ -21,10 +23,42 @@ from exporter.telemetry.probes import ProbeSnapshot
 
 log = logging.getLogger("sglang_sentinel.watch")
 
+# The loop is woken by what matters (a watched process's exit, a ready or fatal log line,
+# a probe result, a signal); the tick only paces timeouts, the startup scan for SGLang's
+# children and the watchdog, so it can be slow, and slower still while serving.
+TICK_S = 1.0
+SERVING_TICK_S = 5.0
 MEMBER_SCAN_S = 1.0
 # A member that vanished gets this long for the launcher to notice and exit by itself
 # (SGLang's own crash path) before the daemon calls it lost.
 LOST_MEMBER_GRACE_S = 3.0
+
+
+def until_next_tick(
+    state: ServerState, backoff_until: float | None, attempt: Attempt | None, now: float
+) -> float:
+    """How long the loop may sleep: a tick at most, less when a backoff or a lost member's
+    grace ends sooner."""
+    if state is ServerState.BACKOFF and backoff_until is not None:
+        return max(0.0, min(TICK_S, backoff_until - now))
+    if state in (ServerState.READY, ServerState.UNHEALTHY):
+        lost = attempt.member_lost if attempt else None
+        if lost is not None:  # wake when its grace ends
+            return max(0.0, min(SERVING_TICK_S, lost[1] + LOST_MEMBER_GRACE_S - now))
+        return SERVING_TICK_S
+    return TICK_S
+
+
+def ended(attempt: Attempt, now: float) -> Outcome | None:
+    """How a live attempt is over, if it is: its launcher exited, its log showed a line
+    after which SGLang cannot recover, or a member died under it (``lost_member``)."""
+    if not attempt.processes.leader_running():
+        return Outcome(exit_code=attempt.processes.exit_code())
+    if attempt.log.doomed_by is not None:
+        log.warning("attempt %d: cannot recover after: %s", attempt.number, attempt.log.doomed_by)
+        return Outcome()
+    lost = lost_member(attempt, now)
+    return None if lost is None else Outcome(lost_process=lost)
 
 
 @dataclass(frozen=True)

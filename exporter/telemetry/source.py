@@ -42,7 +42,8 @@ class Reading(Protocol):
 
 
 class Host(Protocol):
-    """What a source may ask of the daemon it serves; its calls come from the source's thread."""
+    """What a source may ask of the daemon it serves (supervisor/host.py answers it); its
+    calls come from the source's thread."""
 
     @property
     def config(self) -> Config: ...

@@ -260,9 +260,7 @@ class Running:
             self.daemon = build_daemon(config, notifier=notifier)
         else:
             given = {ProbeCollector.name: probes}
-            self.daemon = Daemon(
-                config, lambda daemon: Sources.build(daemon, given), notifier=notifier
-            )
+            self.daemon = Daemon(config, lambda host: Sources.build(host, given), notifier=notifier)
         self.server, _ = metrics.serve(
             config.metrics.host, config.metrics.port, self.daemon.snapshot
         )

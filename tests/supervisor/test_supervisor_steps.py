@@ -1,25 +1,33 @@
 """The daemon's steps as values, without a Daemon: the counters' folds, the ladder's
-patches, a launch's spec, the watch's verdicts, an attempt's conclusion and the resume plan
-a history makes. The daemon applies these (tests/supervisor/test_daemon.py runs it whole)."""
+patches, a launch's spec, the watch's verdicts, an attempt's conclusion, the resume plan a
+history makes, what a reload decides and what the host answers the sources. The daemon
+applies these (tests/supervisor/test_daemon.py runs it whole)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from exporter.attempt.attempt_log import AttemptLog
 from exporter.attempt.counters import Counters
 from exporter.attempt.states import ServerState
-from exporter.config import parse_config
+from exporter.config import load_config, parse_config
 from exporter.diagnosis.classify import Classification, Confidence, Outcome
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.history import History, end_record, start_record
 from exporter.identity import ProcessIdentity, identify
 from exporter.redact import MASK, mask_classification
-from exporter.supervisor import conclude, launch, resume, watch
+from exporter.supervisor import conclude, launch, reload, resume, views, watch
 from exporter.supervisor.attempt import Attempt
 from exporter.supervisor.conclude import Ended
+from exporter.supervisor.host import DaemonHost
 from exporter.supervisor.ladder import Ladder
+from exporter.supervisor.policy import Decision
 from exporter.supervisor.processes import AttemptProcesses
 from exporter.supervisor.remedies import Remedy
 from exporter.telemetry.probes import ProbeResult, ProbeSnapshot
@@ -157,6 +165,11 @@ def test_a_launch_whose_log_directory_cannot_exist_is_refused_before_it_runs(tmp
     ladder = ladder_of(tmp_path)
     spec = launch.launch_spec(ladder, 1, 0, None, None)
     assert launch.refusal(spec, ladder.config.sglang, tmp_path / "state")
+    targets = []
+    probes = SimpleNamespace(target=lambda *args, **flags: targets.append(args))
+    refused = launch.begin(spec, ladder.config, probes, lambda: T0)
+    assert isinstance(refused, launch.NotLaunched) and refused.at == T0
+    assert targets == []  # a launch that never ran is never probed
 
 
 # --- watch ----------------------------------------------------------------------------------
@@ -329,3 +342,136 @@ def test_the_adopted_attempt_keeps_its_recorded_times_and_log(tmp_path):
 
 def test_a_process_without_this_state_dirs_marker_is_not_untracked(tmp_path):
     assert all(found.leader.pid != os.getpid() for found in resume.untracked([], tmp_path))
+
+
+def test_stopping_the_untracked_launches_returns_the_highest_id_in_their_markers(tmp_path):
+    marker = f"{tmp_path / 'state'}:41"
+    env = {**os.environ, launch.ATTEMPT_MARKER: marker}
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    child = subprocess.Popen(sleeper, env=env, start_new_session=True)
+    reaped = threading.Thread(target=child.wait)  # the daemon's reaper does this
+    reaped.start()
+    try:
+        assert resume.stop_untracked([], tmp_path / "state", 5.0) == 41
+        reaped.join(5.0)
+        assert child.returncode is not None
+        assert resume.stop_untracked([], tmp_path / "state", 5.0) == 0  # none left
+    finally:
+        child.kill()
+        reaped.join()
+
+
+# --- the loop's pace and an attempt's end ---------------------------------------------------
+
+
+def test_the_loop_sleeps_a_tick_at_most_and_wakes_for_a_backoff_or_a_lost_members_grace(
+    tmp_path,
+):
+    attempt = live_attempt(tmp_path)
+    assert watch.until_next_tick(ServerState.STARTING, None, attempt, T0) == watch.TICK_S
+    assert watch.until_next_tick(ServerState.BACKOFF, T0 + 0.25, None, T0) == 0.25
+    assert watch.until_next_tick(ServerState.BACKOFF, T0 - 1, None, T0) == 0.0
+    serving = watch.until_next_tick(ServerState.READY, None, attempt, T0)
+    assert serving == watch.SERVING_TICK_S
+    attempt.member_lost = ("sglang::scheduler (pid 1)", T0)
+    grace = watch.until_next_tick(ServerState.UNHEALTHY, None, attempt, T0 + 1)
+    assert grace == watch.LOST_MEMBER_GRACE_S - 1
+
+
+def test_an_attempt_is_over_when_its_launcher_exits_its_log_dooms_it_or_a_member_is_lost(
+    tmp_path,
+):
+    attempt = live_attempt(tmp_path)  # its launcher: this very process, alive
+    assert watch.ended(attempt, T0) is None
+    attempt.member_lost = ("sglang::scheduler (pid 1)", T0)
+    assert watch.ended(attempt, T0 + 1) is None  # within its grace
+    lost = watch.ended(attempt, T0 + watch.LOST_MEMBER_GRACE_S)
+    assert lost == Outcome(lost_process="sglang::scheduler (pid 1)")
+    attempt.log.doomed_by = "ERROR: [Errno 98] address already in use"
+    assert watch.ended(attempt, T0) == Outcome()
+    gone = replace(attempt, processes=AttemptProcesses(ProcessIdentity(os.getpid(), 1.0)))
+    assert watch.ended(gone, T0) == Outcome(exit_code=None)  # not our child: no status
+
+
+# --- reload ---------------------------------------------------------------------------------
+
+
+def test_a_reload_relaunches_after_giving_up_and_restarts_only_a_changed_live_command(tmp_path):
+    old = ladder_of(tmp_path)
+    same = old.reloaded(old.config)
+    changed = ladder_of(tmp_path, args="context-length = 1024")
+    for state in (ServerState.STARTING, ServerState.READY, ServerState.UNHEALTHY):
+        assert reload.decide(state, old.config, changed, 1) == reload.Reload(
+            1, reload.Action.RESTART
+        )
+        assert reload.decide(state, old.config, same, 1) == reload.Reload(1, reload.Action.KEEP)
+    for state in (ServerState.BACKOFF, ServerState.STOPPED):  # nothing runs to replace
+        assert reload.decide(state, old.config, changed, None).action is reload.Action.KEEP
+    gave_up = reload.decide(ServerState.GAVE_UP, old.config, same, None)
+    assert gave_up == reload.Reload(0, reload.Action.RELAUNCH)
+
+
+def test_a_reload_to_a_shorter_ladder_clamps_the_running_profile(tmp_path):
+    old = ladder_of(tmp_path)
+    shorter = Ladder(replace(old.config, profiles=old.config.profiles[:1]))
+    # Profile 1 set mem-fraction-static, profile 0 does not: what runs now changes.
+    assert reload.decide(ServerState.READY, old.config, shorter, 1) == reload.Reload(
+        0, reload.Action.RESTART
+    )
+
+
+def test_reading_the_config_again_keeps_the_running_one_when_the_file_is_broken(tmp_path):
+    path = tmp_path / "sentinel.toml"
+    paths = f'[paths]\nstate_dir = "{tmp_path}/state"\nlog_dir = "{tmp_path}/logs"\n'
+    path.write_text(f'[sglang]\npython = "python3"\n[[profiles]]\nname = "a"\n{paths}')
+    running = load_config(path)
+    path.write_text("[sglang\n")
+    assert reload.read(running) is None
+    path.write_text(f'[sglang]\npython = "python3"\n[[profiles]]\nname = "b"\n{paths}')
+    assert [p.name for p in reload.read(running).profiles] == ["b"]
+    unfiled = ladder_of(tmp_path).config  # parsed from text: nothing to read again
+    assert reload.read(unfiled) is unfiled
+
+
+# --- what the daemon shows and answers ------------------------------------------------------
+
+
+def test_the_status_line_says_why_it_waits_only_in_backoff_or_after_giving_up(tmp_path):
+    ladder = ladder_of(tmp_path)
+    decision = Decision(True, 1, 2.0, "pool_init_oom: falling back")
+    counters = Counters().failed("pool_init_oom", T0)
+    backoff = views.status_text(ServerState.BACKOFF, None, ladder, counters, decision, None)
+    assert "falling back" in backoff
+    ready = views.status_text(ServerState.READY, None, ladder, counters, decision, None)
+    assert "falling back" not in ready
+    gave_up = views.status_text(ServerState.GAVE_UP, None, ladder, counters, decision, "limit")
+    assert "limit" in gave_up and "falling back" not in gave_up
+
+
+def host_of(attempt: Attempt | None, tmp_path: Path, now: float = T0) -> DaemonHost:
+    config = ladder_of(tmp_path).config
+    return DaemonHost(lambda: attempt, lambda: config, lambda: now, lambda: None)
+
+
+def test_the_host_answers_the_sources_from_the_current_attempt(tmp_path):
+    idle = host_of(None, tmp_path)
+    assert idle.attempt_members() is None and idle.attempt_sessions() == set()
+    assert idle.scheduler_quiet()  # nothing runs: nothing to keep quiet about
+    attempt = live_attempt(tmp_path)
+    leader, members = host_of(attempt, tmp_path).attempt_members()
+    assert leader == attempt.processes.leader and leader in members
+    assert host_of(attempt, tmp_path).attempt_sessions() == {attempt.processes.session_id}
+    interval = ladder_of(tmp_path).config.policy.health_interval_s
+    attempt.log.last_batch_at = T0
+    assert not host_of(attempt, tmp_path, T0 + 2 * interval - 0.1).scheduler_quiet()
+    assert host_of(attempt, tmp_path, T0 + 2 * interval).scheduler_quiet()
+
+
+def test_the_host_reads_the_config_and_wakes_through_its_callables(tmp_path):
+    configs = [ladder_of(tmp_path).config]
+    woken = []
+    host = DaemonHost(lambda: None, lambda: configs[-1], lambda: T0, lambda: woken.append(1))
+    configs.append(ladder_of(tmp_path, policy="health_interval_s = 7.0").config)
+    assert host.config is configs[-1]  # a reload is seen at once
+    host.wake()
+    assert woken == [1]
