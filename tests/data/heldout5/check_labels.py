@@ -7,17 +7,30 @@
 Prints the class composition. Exit status 0 on success, 1 on any problem.
 Standalone: uses only the standard library and does not import the project.
 """
+
 import collections
 import json
 import os
 import sys
 
 TAXONOMY = [
-    "pool_init_oom", "weights_oom", "cuda_graph_oom", "runtime_oom",
-    "mamba_cache_exhausted", "kv_pool_exhausted", "distributed_init",
-    "port_in_use", "invalid_argument", "model_load_error", "unsupported_model",
-    "kernel_error", "cuda_error", "hang_timeout", "killed_by_signal",
-    "dependency_error", "other",
+    "pool_init_oom",
+    "weights_oom",
+    "cuda_graph_oom",
+    "runtime_oom",
+    "mamba_cache_exhausted",
+    "kv_pool_exhausted",
+    "distributed_init",
+    "port_in_use",
+    "invalid_argument",
+    "model_load_error",
+    "unsupported_model",
+    "kernel_error",
+    "cuda_error",
+    "hang_timeout",
+    "killed_by_signal",
+    "dependency_error",
+    "other",
 ]
 REQUIRED = ["file", "failure_class", "root_cause_line", "phase", "sglang_version", "notes"]
 
@@ -54,7 +67,7 @@ def main() -> int:
             continue
         with open(path, encoding="utf-8", newline="") as f:
             lines = f.read().split("\n")
-        lines = [l[:-1] if l.endswith("\r") else l for l in lines]
+        lines = [line[:-1] if line.endswith("\r") else line for line in lines]
         rc = lab["root_cause_line"]
         if not rc.strip():
             problems.append(f"{fn}: empty root_cause_line")
@@ -64,11 +77,11 @@ def main() -> int:
     for fn in logs:
         if fn not in seen:
             problems.append(f"{fn}: no label")
-    counts = collections.Counter(l.get("failure_class") for l in labels)
+    counts = collections.Counter(label.get("failure_class") for label in labels)
     print(f"{len(labels)} labels, {len(logs)} logs")
     for cls in TAXONOMY:
         print(f"  {cls:24s} {counts.get(cls, 0)}")
-    phases = collections.Counter(l.get("phase") for l in labels)
+    phases = collections.Counter(label.get("phase") for label in labels)
     print("  phases:", dict(phases))
     if problems:
         print("PROBLEMS:")
