@@ -2,13 +2,13 @@
 
     python -m bench.against REV [--quick] [--rounds N] [--only ingest,latency,...]
 
-REV's ``exporter/`` and ``bench/`` are exported into a temporary folder and each figure is
-run there with its own benchmark code (so a benchmark that measures an internal class
+REV's ``exporter/``, ``bench/`` and ``tests/`` are exported into a temporary folder and each
+figure is run there with its own benchmark code (so a benchmark that measures an internal class
 measures that commit's class), alternating with this checkout's: ours, REV, REV, ours, ...
 so both see the same background load. Each side's value is the median over the rounds.
 stdout: one JSON object per benchmark both sides report, with ``ratio`` = ours / REV and
-``regression`` = how much worse ours is (0.12 = 12% worse; negative: better). Units that
-are rates ("/s") are better higher, every other unit better lower. Never asserts.
+``regression`` = how much worse ours is (0.12 = 12% worse; negative: better). Rates
+("lines/s", "lines per CPU second") are better higher, every other unit lower. Never asserts.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ DEFAULT = "ingest,latency,crash,scrape,footprint"
 
 def export(rev: str, into: Path) -> Path:
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", rev, "exporter", "bench"],
+        # tests/: the recorded logs some benchmarks replay (the crash launcher's incident).
+        ["git", "archive", "--format=tar", rev, "exporter", "bench", "tests"],
         cwd=REPO,
         capture_output=True,
         check=False,
@@ -67,7 +68,8 @@ def run_figure(tree: Path, figure: str, quick: bool) -> dict[str, dict]:
 def regression(ours: float, theirs: float, unit: str) -> float | None:
     if theirs == 0 or ours == 0:
         return None
-    return theirs / ours - 1 if unit.endswith("/s") else ours / theirs - 1
+    rate = unit.endswith(("/s", " second"))  # lines/s, lines per CPU second
+    return theirs / ours - 1 if rate else ours / theirs - 1
 
 
 def compare(figure: str, rounds: int, old: Path, rev: str, quick: bool) -> None:

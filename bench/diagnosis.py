@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from bench.common import REPO, emit, note, peer_binary
-from bench.ingest import repeat_log, run_mtail, startup_lines
-from bench.loggen import write_log
+from bench.ingest import run_mtail
+from bench.loggen import repeat_log, startup_lines, write_log
 from bench.previous import export_previous, run_module
 
 INCIDENT_LOG = REPO / "tests" / "golden" / "sglang-0.5.9-pool-init-oom-incident.log"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import resource
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -34,7 +33,7 @@ from bench.common import (
     peer_binary,
     ratio,
 )
-from bench.loggen import Truth, write_log
+from bench.loggen import Truth, repeat_log, startup_lines, write_log
 from bench.metrics_proc import Follower
 from exporter.attempt.progress import AttemptProgress
 from exporter.logs.reader import LogReader
@@ -235,20 +234,6 @@ def make_logs(workdir: Path, base_lines: int) -> tuple[Path, Truth]:
     return path, truth
 
 
-def repeat_log(source: Path, destination: Path, times: int, skip_lines: int = 0) -> None:
-    """``source`` once whole, then ``times - 1`` more copies of its serving part (its first
-    ``skip_lines`` lines are the startup): a server that ran ``times`` as long."""
-    with open(source, "rb") as src, open(destination, "wb") as out:
-        shutil.copyfileobj(src, out, 8 << 20)
-        src.seek(0)
-        for _ in range(skip_lines):
-            src.readline()
-        body_start = src.tell()
-        for _ in range(times - 1):
-            src.seek(body_start)
-            shutil.copyfileobj(src, out, 8 << 20)
-
-
 def figure_throughput(workdir: Path, lines: int, repeats: int) -> tuple[Path, Truth]:
     path, truth = make_logs(workdir, lines)
     ours_runs: list[OurRun] = []
@@ -361,12 +346,3 @@ def main(quick: bool = False) -> None:
         startup = startup_lines(base)
         sizes = [(1, 5), (10, 3), (100, 1)]
         figure_scaling(workdir, base, base_lines, startup, sizes)
-
-
-def startup_lines(path: Path) -> int:
-    """How many lines the startup block takes (up to and with "ready to roll")."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if "ready to roll" in line:
-                return number
-    return 0

@@ -14,6 +14,7 @@ agree with (line counts, the last batch numbers, the sum of retracted requests).
 from __future__ import annotations
 
 import random
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -255,3 +256,26 @@ def write_log(path: Path, lines: int, seed: int = 2026) -> Truth:
             chunk = []
     truth.lines = written
     return truth
+
+
+def repeat_log(source: Path, destination: Path, times: int, skip_lines: int = 0) -> None:
+    """``source`` once whole, then ``times - 1`` more copies of its serving part (its first
+    ``skip_lines`` lines are the startup): a server that ran ``times`` as long."""
+    with open(source, "rb") as src, open(destination, "wb") as out:
+        shutil.copyfileobj(src, out, 8 << 20)
+        src.seek(0)
+        for _ in range(skip_lines):
+            src.readline()
+        body_start = src.tell()
+        for _ in range(times - 1):
+            src.seek(body_start)
+            shutil.copyfileobj(src, out, 8 << 20)
+
+
+def startup_lines(path: Path) -> int:
+    """How many lines the startup block takes (up to and with "ready to roll")."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if "ready to roll" in line:
+                return number
+    return 0
