@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -51,6 +52,17 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
+def comparable(name: str) -> str:
+    """A benchmark's name with its series count to one significant digit: the two commits
+    build about the same number of series (503 here, 507 there) under one name."""
+
+    def rounded(match: re.Match) -> str:
+        count = int(match.group(1))
+        return f"_{round(count, 1 - len(str(count)))}_series"
+
+    return re.sub(r"_(\d+)_series", rounded, name)
+
+
 def run_figure(tree: Path, figure: str, quick: bool) -> dict[str, dict]:
     """One figure's records from ``tree``'s own bench.main, by benchmark name."""
     command = [PYTHON, "-m", "bench.main", "--only", figure, *(["--quick"] if quick else [])]
@@ -61,7 +73,7 @@ def run_figure(tree: Path, figure: str, quick: bool) -> dict[str, dict]:
     for line in done.stdout.splitlines():
         if line.startswith("{"):
             record = json.loads(line)
-            records[record["benchmark"]] = record
+            records[comparable(record["benchmark"])] = record
     return records
 
 
@@ -75,6 +87,7 @@ def regression(ours: float, theirs: float, unit: str) -> float | None:
 def compare(figure: str, rounds: int, old: Path, rev: str, quick: bool) -> None:
     values: dict[str, dict[str, list[float]]] = {"ours": {}, "old": {}}
     units: dict[str, str] = {}
+    own_peer: dict[str, tuple[str, list[float]]] = {}  # ours vs its own peer (mtail, ...)
     for round_number in range(rounds):
         # Alternate who goes first: a drift in the machine's load hits both sides alike.
         order = [("ours", REPO), ("old", old)]
@@ -83,6 +96,8 @@ def compare(figure: str, rounds: int, old: Path, rev: str, quick: bool) -> None:
                 if isinstance(record.get("value"), (int, float)) and record["unit"]:
                     values[side].setdefault(name, []).append(float(record["value"]))
                     units[name] = record["unit"]
+                if side == "ours" and record.get("peer") and record.get("ratio") is not None:
+                    own_peer.setdefault(name, (record["peer"], []))[1].append(record["ratio"])
     for name in sorted(set(values["ours"]) & set(values["old"])):
         ours, theirs = median(values["ours"][name]), median(values["old"][name])
         worse = regression(ours, theirs, units[name])
@@ -97,6 +112,9 @@ def compare(figure: str, rounds: int, old: Path, rev: str, quick: bool) -> None:
                     "ratio": round(ours / theirs, 3) if theirs else None,
                     "regression": None if worse is None else round(worse, 3),
                     "within_10_percent": worse is not None and worse <= 0.10,
+                    # The figure's own peer in the same runs, e.g. mtail for ingestion.
+                    "ours_peer": own_peer[name][0] if name in own_peer else None,
+                    "ours_peer_ratio": median(own_peer[name][1]) if name in own_peer else None,
                 }
             ),
             flush=True,
