@@ -18,29 +18,21 @@ import json
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
-from io import BytesIO
 from pathlib import Path
 
 from bench.common import PYTHON, REPO, median, note
+from bench.previous import export_tree
 
 # The five figures issue 14 holds to "no more than 10% worse" (footprint: idle RSS and CPU).
 DEFAULT = "ingest,latency,crash,scrape,footprint"
 
 
 def export(rev: str, into: Path) -> Path:
-    archive = subprocess.run(
-        # tests/: the recorded logs some benchmarks replay (the crash launcher's incident).
-        ["git", "archive", "--format=tar", rev, "exporter", "bench", "tests"],
-        cwd=REPO,
-        capture_output=True,
-        check=False,
-    )
-    if archive.returncode != 0:
-        raise SystemExit(f"bench.against: cannot export {rev}: {archive.stderr.decode()[-500:]}")
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
+    # tests/: the recorded logs some benchmarks replay (the crash launcher's incident).
+    failed = export_tree(rev, ["exporter", "bench", "tests"], into)
+    if failed is not None:
+        raise SystemExit(f"bench.against: cannot export {rev}: {failed}")
     # Its benchmarks start the daemon as .venv/bin/sglang-sentinel: that commit's code.
     launcher = into / ".venv" / "bin" / "sglang-sentinel"
     launcher.parent.mkdir(parents=True)

@@ -32,18 +32,24 @@ def previous_commit() -> str | None:
     return f"{added[-1]}^" if added else None
 
 
+def export_tree(rev: str, paths: Sequence[str], into: Path) -> str | None:
+    """``paths`` as they are at ``rev``, extracted under ``into``; what git said when it
+    could not (outside git, an unknown commit)."""
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", rev, *paths], cwd=REPO, capture_output=True
+    )
+    if archive.returncode != 0:
+        return archive.stderr.decode(errors="replace")[-500:] or "git archive failed"
+    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
+        tar.extractall(into, filter="data")
+    return None
+
+
 def export_previous(into: Path) -> Path | None:
     """``exporter/`` as it was before the excerpt, under ``into``; None outside git."""
     commit = previous_commit()
-    if commit is None:
+    if commit is None or export_tree(commit, ["exporter"], into) is not None:
         return None
-    archive = subprocess.run(
-        ["git", "archive", "--format=tar", commit, "exporter"], cwd=REPO, capture_output=True
-    )
-    if archive.returncode != 0:
-        return None
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
     return into
 
 
