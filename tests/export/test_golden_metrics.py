@@ -17,6 +17,7 @@ import pytest
 
 from exporter import metrics
 from exporter.attempt.attempt_log import AttemptLog
+from exporter.attempt.counters import Counters
 from exporter.attempt.snapshot import Snapshot
 from exporter.attempt.states import ServerState
 from exporter.diagnosis.classify import classify
@@ -41,25 +42,28 @@ def _version_of(path: Path) -> str:
 
 
 def exposition_of(path: Path) -> bytes:
-    """The log fed in batches through the daemon's AttemptLog, its excerpt classified as an
-    attempt that ended when the log did, and the snapshot the daemon would hold rendered."""
+    """The log fed in batches through the daemon's AttemptLog and counted with its Counters,
+    its excerpt classified as an attempt that ended when the log did, and the snapshot the
+    daemon would hold rendered."""
     version = _version_of(path)
     log = AttemptLog(version, clock=lambda: ENDED_AT)
+    counters = Counters().launched()
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    matched = unknown = 0
     for start in range(0, len(lines), BATCH):
         fed = log.feed(lines[start : start + BATCH])
-        matched, unknown = matched + fed.matched, unknown + fed.unknown
+        counters = counters.read(fed.matched, fed.unknown)
     log.close()
     found = classify(*log.excerpt.read(), None, version).failure_class
     failed = found is not FailureClass.NONE
+    if failed:
+        counters = counters.failed(found.value, ENDED_AT)
     snapshot = Snapshot(
         state=ServerState.BACKOFF if failed else ServerState.READY,
-        attempts_total=1,
-        failures={found.value: 1} if failed else {},
-        last_failure_time={found.value: ENDED_AT} if failed else {},
+        attempts_total=counters.attempts_total,
+        failures=counters.failures,
+        last_failure_time=counters.last_failure_time,
         progress=log.progress,
-        log_lines={True: matched, False: unknown},
+        log_lines=counters.log_lines,
         last_line_time=log.last_line_at,
         last_batch_time=log.last_batch_at,
         last_progress_time=log.last_progress_at,
