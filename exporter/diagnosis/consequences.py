@@ -23,7 +23,7 @@ _DEVICE_OOM = (
 def after_causes(attempt: Reading, verdicts: Sequence[Verdict]) -> list[Verdict]:
     """The verdicts best first, each consequence below its cause."""
     ranked = [_ranked_below_its_cause(v, verdicts) for v in verdicts]
-    return swallowed_import(attempt, sorted(ranked, key=lambda v: -v.score))
+    return _swallowed_import(attempt, sorted(ranked, key=lambda v: -v.score))
 
 
 def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:
@@ -47,7 +47,7 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
     return replace(verdict, score=max(earlier) - 1) if earlier else verdict
 
 
-def swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
+def _swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
     """SGLang imports its models and multimodal processors lazily and logs a failed import as
     ``Ignore import error when loading ...``; an architecture "not supported" or with "no
     processor registered" after such lines is that import's consequence: a package."""

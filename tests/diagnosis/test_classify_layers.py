@@ -359,3 +359,21 @@ def test_a_memory_fault_after_a_failed_allocation_is_its_consequence():
     # The fault alone, or before the allocation failed, is the device's.
     assert run(fault).failure_class is C.CUDA_ERROR
     assert run(fault + oom).failure_class is C.CUDA_ERROR
+
+
+def test_a_swallowed_import_is_the_cause_and_the_architecture_it_hid_the_runner_up():
+    ignored = (
+        "[2025-05-06 10:11:21] Ignore import error when loading "
+        "sglang.srt.managers.multimodal_processors.qwen_vl: No module named 'decord'\n"
+    )
+    unregistered = raised_in(
+        f"{SITE}/sglang/srt/managers/multimodal_processor.py",
+        "get_mm_processor",
+        "ValueError: No processor registered for architecture: "
+        "['Qwen2_5_VLForConditionalGeneration'].",
+    )
+    result = run(ignored + unregistered)
+    assert result.failure_class is C.DEPENDENCY_ERROR
+    assert result.root_cause_line.startswith("[2025-05-06 10:11:21] Ignore import error")
+    assert result.runner_up is C.UNSUPPORTED_MODEL
+    assert run(unregistered).failure_class is C.UNSUPPORTED_MODEL
