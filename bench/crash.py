@@ -221,12 +221,7 @@ def run(
     return latencies, steps, len(exits)
 
 
-def main(quick: bool = False) -> None:
-    figure_crash(quick)
-    figure_ages(quick)
-
-
-def figure_crash(quick: bool) -> None:
+def figure_crash(quick: bool = False) -> None:
     runs = 8 if quick else RUNS
     latencies, steps, crashes = run(runs)
     ms = [s * 1000 for s in latencies]
@@ -281,7 +276,7 @@ def age_logs(workdir: Path, ages: Sequence[int]) -> dict[int, tuple[Path, int]]:
     return logs
 
 
-def figure_ages(quick: bool) -> None:
+def figure_ages(quick: bool = False) -> None:
     """Crash to decision, and the daemon's peak RSS, as the attempt ages: ours and the
     previous code (which re-read the log at the end), each in a process of its own."""
     ages = QUICK_AGES if quick else AGES

@@ -1,6 +1,6 @@
 """Run the benchmarks: one JSON object per figure per line on stdout, details on stderr.
 
-    python -m bench.main [--quick] [--only ingest,latency,crash,scrape,footprint,diagnosis]
+    python -m bench.main [--quick] [--only ingest,latency,crash,ages,scrape,footprint,diagnosis]
 
 Benchmarks report; they never assert. See bench/README.md for what each figure means.
 """
@@ -18,7 +18,8 @@ from bench.common import machine, note
 BENCHMARKS = {
     "ingest": ingest.main,  # figures 1 and 6 (ingestion)
     "latency": latency.main,  # figure 2
-    "crash": crash.main,  # figure 3
+    "crash": crash.figure_crash,  # figure 3 (short logs: what 8ada096 called crash)
+    "ages": crash.figure_ages,  # figure 3 as the attempt ages
     "scrape": scrape.main,  # figures 4 and 6 (scrape)
     "footprint": footprint.main,  # figure 5
     "diagnosis": diagnosis.main,  # figure 7 (classify as the log grows)
