@@ -1,8 +1,8 @@
 """Ending an attempt: stop what is left of it (``wind_down``), classify its log, and
 conclude: the failure class, the history's end record, the report of a failure and the
 policy's decision (with the automatic remedy it carries). ``conclude`` returns all of it as
-one ``Conclusion``; the daemon writes the record, counts the failure and applies the
-decision."""
+one ``Conclusion``; the daemon writes the record, counts the failure and assigns what
+``applied`` makes of the decision."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from exporter.attempt.counters import Counters
+from exporter.attempt.states import ServerState
 from exporter.config import Config
 from exporter.diagnosis.classify import Classification, Confidence, Outcome, classify
 from exporter.diagnosis.planner import Plan, PlanError, calibrate, plan
@@ -195,6 +197,29 @@ def conclude(
             now,
         )
     return Conclusion(failure_class, record, report, decision)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a decision makes of the daemon's values; the daemon assigns them."""
+
+    ladder: Ladder  # with the decision's remedy, when it carries one
+    counters: Counters
+    state: ServerState  # BACKOFF toward the decided launch, or GAVE_UP
+    backoff_until: float | None = None
+    gave_up_reason: str | None = None
+
+
+def applied(
+    decision: Decision, failure_class: str, ladder: Ladder, counters: Counters, now: float
+) -> Applied:
+    if decision.remedy is not None and decision.profile_index is not None:
+        ladder = ladder.patched(decision.profile_index, decision.remedy)
+        counters = counters.remedied(failure_class)
+    if decision.relaunch:
+        counters = counters.restarted(failure_class)
+        return Applied(ladder, counters, ServerState.BACKOFF, backoff_until=now + decision.delay_s)
+    return Applied(ladder, counters, ServerState.GAVE_UP, gave_up_reason=decision.reason)
 
 
 def give_up(config: Config, decision: Decision, failure: FailureReport | None) -> ExitCode | None:

@@ -233,15 +233,12 @@ class Daemon:
         if not verdict.fresh:
             return
         attempt.probe_seen = probes.taken_at
-        first = verdict.target is ServerState.READY and self.state is ServerState.STARTING
-        with self._lock:
-            if first:
-                self._served(attempt, now)
-            if verdict.target is not None:
-                self._set_state(verdict.target)  # STARTING/UNHEALTHY -> READY, READY -> UNHEALTHY
-        if first:
+        if verdict.target is ServerState.READY and self.state is ServerState.STARTING:
             log.info("attempt %d: serving after %.1f s", attempt.number, now - attempt.started_at)
-            self._record(ready_record(attempt.number, now, now - attempt.started_at))
+            self._served(attempt, now)
+        if verdict.target is not None:
+            with self._lock:
+                self._set_state(verdict.target)  # STARTING/UNHEALTHY -> READY, READY -> UNHEALTHY
         planned = self._planned.planned_tokens if self._planned else None
         checked = watch.cross_check(attempt, probes.max_total_num_tokens, planned)
         attempt.tokens_checked, attempt.prediction_checked = checked.tokens, checked.prediction
@@ -313,17 +310,12 @@ class Daemon:
 
     def _apply(self, decision: Decision, failure_class: FailureClass, now: float) -> None:
         """Go to backoff toward the decided launch, or give up. Called under the lock."""
-        self.last_decision = decision
-        if decision.remedy is not None and decision.profile_index is not None:
-            self.ladder = self.ladder.patched(decision.profile_index, decision.remedy)
-            self.counters = self.counters.remedied(failure_class.value)
-        if decision.relaunch:
-            self.counters = self.counters.restarted(failure_class.value)
-            self._backoff_until = now + decision.delay_s
-            self._set_state(ServerState.BACKOFF)  # STARTING/READY/UNHEALTHY/STOPPED -> BACKOFF
-        else:
-            self.gave_up_reason = decision.reason
-            self._set_state(ServerState.GAVE_UP)  # any -> GAVE_UP: needs a human or a reload
+        step = conclude.applied(decision, failure_class.value, self.ladder, self.counters, now)
+        self.last_decision, self.ladder, self.counters = decision, step.ladder, step.counters
+        self._backoff_until, self.gave_up_reason = step.backoff_until, step.gave_up_reason
+        # STARTING/READY/UNHEALTHY/STOPPED -> BACKOFF, or any -> GAVE_UP (a human or a reload)
+        self._set_state(step.state)
+        if step.state is ServerState.GAVE_UP:
             code = conclude.give_up(self.config, decision, self.last_failure)
             if code is not None:
                 self.exit_code, self._stop_requested = code, True
@@ -377,15 +369,14 @@ class Daemon:
         if healthy and attempt.ready_at is None:
             # It became ready while no daemon watched: record it, or healthy_reset_s and
             # served_s would count from this adoption.
-            now = self._clock()
-            with self._lock:
-                self._served(attempt, now)
-            self._record(ready_record(attempt.number, now, now - attempt.started_at))
+            self._served(attempt, self._clock())
 
     def _served(self, attempt: Attempt, now: float) -> None:
-        """The attempt serves from ``now`` on. Called under the lock."""
-        attempt.ready_at = now
-        self.counters = self.counters.served(now - attempt.started_at)
+        """The attempt serves from ``now`` on: counted, and recorded in the history."""
+        with self._lock:
+            attempt.ready_at = now
+            self.counters = self.counters.served(now - attempt.started_at)
+        self._record(ready_record(attempt.number, now, now - attempt.started_at))
 
     def _reload(self) -> None:
         self._reload_requested = False

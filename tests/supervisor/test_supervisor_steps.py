@@ -287,6 +287,26 @@ def test_a_remedy_waits_for_a_class_read_with_high_confidence(tmp_path):
     assert "no automatic remedy: runtime_oom is a low-confidence reading" in guessed.reason
 
 
+def test_applying_a_decision_patches_the_ladder_counts_and_backs_off_or_gives_up(tmp_path):
+    ladder, counters = ladder_of(tmp_path), Counters()
+    remedied = Decision(True, 1, 4.0, "fall back with a remedy", remedy=HALF)
+    backoff = conclude.applied(remedied, "pool_init_oom", ladder, counters, T0)
+    assert (backoff.state, backoff.backoff_until, backoff.gave_up_reason) == (
+        ServerState.BACKOFF, T0 + 4.0, None,
+    )  # fmt: skip
+    assert backoff.ladder.args(1)["mem-fraction-static"] == 0.5
+    assert backoff.counters.remedies == {"pool_init_oom": 1}
+    assert backoff.counters.restarts == {"pool_init_oom": 1}
+    assert counters.restarts == {} and ladder.args(1) == ladder_of(tmp_path).args(1)
+    stop = conclude.applied(
+        Decision(False, None, 0.0, "crash-loop limit"), "other", ladder, counters, T0
+    )
+    assert (stop.state, stop.backoff_until, stop.gave_up_reason) == (
+        ServerState.GAVE_UP, None, "crash-loop limit",
+    )  # fmt: skip
+    assert stop.ladder is ladder and stop.counters.restarts == {}
+
+
 # --- resume ---------------------------------------------------------------------------------
 
 
