@@ -10,9 +10,13 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import pytest
 
 from exporter.diagnosis.classify import classify
+from exporter.diagnosis.taxonomy import FailureClass
 from exporter.logs.reader import read_log
 from tests.conftest import DATA, load_labels
 
@@ -45,6 +49,26 @@ def test_real_cpu_run(label):
     assert result.failure_class.value == label["failure_class"]
     if label.get("root_cause_line"):
         assert result.root_cause_line == label["root_cause_line"].strip()
+
+
+@pytest.mark.parametrize("name", HELDOUT_SETS)
+def test_every_held_out_log_has_one_label_with_a_class_a_phase_and_a_line_of_it(name):
+    """What a label must be for the targets below to mean anything: one per log, a
+    taxonomy class, a phase, and a root-cause line that is a whole line of its log."""
+    directory = DATA / name
+    labels = load_labels(directory)
+    counts = Counter(label["file"] for label in labels)
+    assert {file for file, count in counts.items() if count > 1} == set()
+    assert set(counts) == {path.name for path in directory.glob("*.log")}
+    classes = {member.value for member in FailureClass}
+    for label in labels:
+        assert label["failure_class"] in classes, label["file"]
+        assert label["phase"] in ("startup", "runtime"), label["file"]
+        root = label["root_cause_line"]
+        if root is not None:
+            text = (directory / label["file"]).read_bytes().decode("utf-8", errors="replace")
+            lines = {line.strip() for line in re.split(r"\r\n|\n|\r", text)}
+            assert root.strip() in lines, label["file"]
 
 
 @pytest.mark.parametrize("name", HELDOUT_SETS)
