@@ -378,6 +378,42 @@ def test_foreign_wrappers_are_peeled_off():
     assert parse_event(compose).kind is K.SERVER_READY
 
 
+@pytest.mark.parametrize(
+    ("raw", "stamp"),
+    [
+        # the kubelet's CRI file under /var/log/pods
+        ("2026-03-01T10:00:02.5Z stderr F [2026-03-01 10:00:02 TP1] Load weight begin.", None),
+        # docker's json-file record, its timestamp the collector's
+        (
+            '{"log":"[2026-03-01 10:00:02 TP1] Load weight begin.\\n","stream":"stderr",'
+            '"time":"2026-03-01T10:00:02.5Z"}',
+            "2026-03-01T10:00:02.5Z",
+        ),
+        ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
+        # nested: kubectl over a Ray worker over Slurm, the innermost timestamp kept
+        (
+            "2026-03-01T10:00:09Z [pod/r-0/w] (RayWorker pid=9) 0: 2026-03-01T10:00:02.5Z "
+            "[2026-03-01 10:00:02 TP1] Load weight begin.",
+            "2026-03-01T10:00:02.5Z",
+        ),
+    ],
+    ids=["cri", "docker-json", "slurm", "nested"],
+)
+def test_a_wrapper_inside_another_is_peeled_too_in_any_order(raw, stamp):
+    line = parse_line(1, raw)
+    assert (line.timestamp, line.ranks, line.message) == (
+        "2026-03-01 10:00:02", "TP1", "Load weight begin.",
+    )  # fmt: skip
+    if stamp is not None:
+        assert line.foreign_timestamp == stamp
+    assert line.raw == raw  # the evidence stays as the log has it
+
+
+def test_a_line_that_only_looks_like_a_docker_record_is_kept_whole():
+    for raw in ('{"log": "cut sho', '{"log": 3}', '{"level": "info", "msg": "log"}'):
+        assert parse_line(1, raw).message == raw
+
+
 def test_server_args_both_formats():
     old = parse_event(
         parse_line(

@@ -1,0 +1,83 @@
+"""A log reads the same whatever collected it.
+
+Operators paste what their collector kept: `kubectl logs --timestamps` or `--prefix`, the
+kubelet's CRI files, docker's json-file records, docker compose, journald, Slurm's
+`srun --label`, Ray's worker prefix, Windows line ends, or one of these inside another. Every
+labelled log (the corpus and the held-out sets) is wrapped line by line and must get the
+class it gets bare, and the same root-cause line, wrapped as the log wraps it. This asks
+nothing of the labels: it holds where the classifier is wrong too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from exporter.diagnosis.classify import classify
+from exporter.logs.reader import read_log
+from tests.conftest import CORPUS, DATA, load_labels
+from tests.diagnosis.test_classify_recorded import HELDOUT_SETS
+
+
+def _stamp(i: int) -> str:
+    return f"2026-03-01T10:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z"
+
+
+WRAPPERS: dict[str, Callable[[int, str], str]] = {
+    "kubectl --timestamps": lambda i, line: f"{_stamp(i)} {line}",
+    "kubectl --prefix": lambda i, line: f"[pod/qwen-0/sglang] {line}",
+    "CRI file": lambda i, line: f"{_stamp(i)} stderr F {line}",
+    "docker json-file": lambda i, line: json.dumps(
+        {"log": line + "\n", "stream": "stderr", "time": _stamp(i)}
+    ),
+    "docker compose": lambda i, line: f"sglang-1  | {line}",
+    "journald": lambda i, line: f"Mar 01 10:00:{i % 60:02d} gpu-3 python3[4242]: {line}",
+    "slurm --label": lambda i, line: f"0: {line}",
+    "ray worker": lambda i, line: f"(SGLangWorker pid=5120) {line}",
+    "nested": lambda i, line: f"{_stamp(i)} [pod/ray-0/worker] (RayWorker pid=9) 1: {line}",
+}
+CRLF = "CRLF line ends"
+
+LOGS = [
+    (name, directory, label["file"])
+    for name, directory in [("corpus", CORPUS), *((n, DATA / n) for n in HELDOUT_SETS)]
+    for label in load_labels(directory)
+]
+
+
+def _read(text: str) -> tuple[str, str | None]:
+    result = classify(*read_log(text))
+    return result.failure_class.value, result.root_cause_line
+
+
+def _wrapped(text: str, how: str) -> tuple[str, dict[str, set[str]]]:
+    """The log wrapped, and each bare line's wrapped forms (a line may repeat)."""
+    lines = text.splitlines()
+    if how == CRLF:
+        wrapped = lines
+        joined = "\r\n".join(lines) + "\r\n"
+    else:
+        wrapped = [WRAPPERS[how](i, line) for i, line in enumerate(lines)]
+        joined = "\n".join(wrapped) + "\n"
+    forms: dict[str, set[str]] = {}
+    for bare, dressed in zip(lines, wrapped, strict=True):
+        forms.setdefault(bare.strip(), set()).add(dressed.strip())
+    return joined, forms
+
+
+@pytest.mark.parametrize("how", [*WRAPPERS, CRLF])
+def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
+    # Each wrapper on a fifth of the logs, a different fifth each: every log meets two.
+    offset = [*WRAPPERS, CRLF].index(how) % 5
+    changed = []
+    for name, directory, file in LOGS[offset::5]:
+        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
+        bare_class, bare_root = _read(text)
+        joined, forms = _wrapped(text, how)
+        got_class, got_root = _read(joined)
+        same_root = got_root is None if bare_root is None else got_root in forms[bare_root]
+        if got_class != bare_class or not same_root:
+            changed.append(f"{name}/{file}: {bare_class} -> {got_class}, root {got_root!r}")
+    assert changed == []
