@@ -103,7 +103,7 @@ def classify(
         runner_up=runner_up,
     )
     if decided.root is None:  # no failure in the log, or only the outcome says why
-        diagnosis = explain.without_log(decided.failure_class, attempt.outcome)
+        diagnosis = explain.without_log(decided.failure_class, attempt.outcome, decided.caveat)
         return Classification(
             decided.failure_class, None, None, version, diagnosis=diagnosis, **known
         )

@@ -144,10 +144,12 @@ def _shorten(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def without_log(failure_class: FailureClass, outcome: Outcome) -> str:
-    """A diagnosis when the log holds nothing to point at."""
+def without_log(failure_class: FailureClass, outcome: Outcome, caveat: str | None = None) -> str:
+    """A diagnosis when the log holds nothing to point at (``caveat``: what it shows instead)."""
     if failure_class is FailureClass.NONE:
         return "no failure in the log."
+    if caveat is not None:
+        return f"{SPECS[failure_class].summary}: {caveat}."
     if outcome.lost_process:
         return (
             f"{SPECS[failure_class].summary}: {outcome.lost_process} died while the launcher kept "

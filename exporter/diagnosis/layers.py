@@ -37,6 +37,9 @@ _OBSERVED_SCORE = 17  # the supervisor saw it: a stall, a process gone
 _ERROR_LINE_SCORE = 16
 _EXIT_SCORE = 14
 _UNKNOWN_EXCEPTION_SCORE = 41
+_RESTARTED_SCORE = 10
+# Steps a rank is still in until the next one: a fresh init then means the run died in it.
+_UNFINISHED = {EventKind.WEIGHT_LOAD_BEGIN, EventKind.CUDA_GRAPH_BEGIN, *SERVING}
 _STOPPED_SCORE = 5
 # A graph capture that starts with almost no memory left, then fails.
 _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
@@ -54,7 +57,7 @@ def verdicts(attempt: Reading) -> list[Verdict]:
     exception = first_real_exception(attempt.ordered)
     if exception is not None:
         found += _by_exception(attempt, exception)
-    for layer in (_by_error_wording, _by_numbers, _by_outcome, _by_error_lines):
+    for layer in (_by_error_wording, _by_numbers, _by_outcome, _by_error_lines, _by_restart):
         verdict = layer(attempt)
         if verdict is not None:
             found.append(verdict)
@@ -341,6 +344,32 @@ def _cut_traceback(attempt: Reading) -> Verdict | None:
         _ERROR_LINE_SCORE,
         caveat="the traceback is cut off before its exception: read from the code it was in",
     )
+
+
+def _by_restart(attempt: Reading) -> Verdict | None:
+    """SGLang starting over (a rank initializing again while a step it had begun, or its
+    serving, was still going) with no stop between: the run before died without a word,
+    killed from outside (a container's memory limit, a kill -9), and a restart policy
+    launched it again. A draft model's own init follows a finished one: no restart."""
+    last: dict[int | None, EventKind] = {}  # each rank's latest step
+    for _, event in attempt.steps:
+        rank = event.line.tp_rank
+        if event.kind is EventKind.SIGTERM_RECEIVED:
+            last.clear()
+            continue
+        if event.kind is EventKind.DIST_INIT_BEGIN and last.get(rank) in _UNFINISHED:
+            return Verdict(
+                FailureClass.KILLED_BY_SIGNAL,
+                None,
+                "progress",
+                "restarted_silently",
+                Confidence.LOW,
+                _RESTARTED_SCORE,
+                caveat="the log shows SGLang starting again with no last words from the run "
+                "before: killed from outside (a memory limit, a kill -9), then relaunched",
+            )
+        last[rank] = event.kind
+    return None
 
 
 def _by_progress(attempt: Reading) -> Verdict:

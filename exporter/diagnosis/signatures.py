@@ -339,7 +339,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         r"no kernel image is available|Ninja is required|out of resource: shared memory"
         r"|OutOfResources|CompilationError|nvcc fatal|too many blocks in cooperative launch"
-        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)|Triton Error \[",
+        r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)"
+        r"|Triton Error \[\w+\]: (?!out of memory)",
         92,
     ),
     sig(
@@ -435,8 +436,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "nccl_warning",
         C.DISTRIBUTED_INIT,
         ("NCCL WARN", "[c10d]"),
+        # c10d names the cause before the store times out: a peer it cannot reach, or an
+        # address (--dist-init-addr) that does not resolve.
         r"NCCL WARN |\[c10d\].*(?:failed to connect|timed out|timeout"
-        r"|Connection (?:reset|refused|closed))",
+        r"|Connection (?:reset|refused|closed)|network addresses of .* cannot be retrieved)",
         93,
         Resolve.COLLECTIVE,
     ),
@@ -448,6 +451,15 @@ SIGNATURES: tuple[Signature, ...] = (
         50,
     ),
     # --- hangs
+    sig(
+        "liveness_probe_failed",
+        C.HANG_TIMEOUT,
+        ("Liveness probe failed", "failed liveness probe"),
+        # The kubelet's events (kubectl describe): the server stopped answering /health and
+        # was restarted for it. Below any exception: a crashed scheduler fails probes too.
+        r"Liveness probe failed|failed liveness probe, will be restarted",
+        40,
+    ),
     sig(
         "watchdog",
         C.HANG_TIMEOUT,
@@ -500,9 +512,19 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "killed",
         C.KILLED_BY_SIGNAL,
-        ("Killed", "已杀死", "exit code: -9", "exit code -9", "core dumped", "exit code 137"),
+        (
+            "Killed",
+            "已杀死",
+            "exit code: -9",
+            "exit code -9",
+            "core dumped",
+            "exit code 137",
+            "Exit Code:",
+        ),
+        # ... and kubectl describe's "Exit Code:    137" of the container's last state
         r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b"
-        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137",
+        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137"
+        r"|^Exit Code:\s+137$",
         25,
     ),
     sig(

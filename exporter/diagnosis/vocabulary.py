@@ -101,7 +101,8 @@ FAMILIES: tuple[Family, ...] = (
         r"|ABI (?:mismatch|incompat)|(?:package|library|module) [`'\"]?[\w.-]+[`'\"]? is required"
         r"|not found in your environment|requires? (?:a )?newer version of"
         r"|module '[\w.]+' has no attribute|compiled with (?:different|an incompatible)"
-        r"|operator [\w:]+ does not exist",
+        r"|operator [\w:]+ does not exist|binary incompatib|compiled using NumPy \d"
+        r"|cannot be run in NumPy \d",
         specific=True,
     ),
     # Kernels: a JIT or ahead-of-time build, a GPU architecture without kernels, a launch.
@@ -129,7 +130,10 @@ FAMILIES: tuple[Family, ...] = (
         r"cuda (?:error|failure)|cudaError|hip error|hipError|device-side|illegal (?:memory|"
         r"instruction)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
         r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|ACL (?:\w+ ){1,2}failed"
-        r"|\bE[EZ]9999\b|NPU error|driver .{0,30}too old|update your GPU driver",
+        r"|\bE[EZ]9999\b|NPU error|driver .{0,30}too old|update your GPU driver"
+        # CUDA that cannot start on GPUs that are there (error 100 is no GPU at all: other)
+        r"|unexpected error from cudaGetDeviceCount(?!.*\bError 100\b)"
+        r"|CUDA driver initialization failed|\bcuInit\b.{0,40}fail",
     ),
     _family(
         "model_unsupported",

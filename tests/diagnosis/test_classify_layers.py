@@ -96,6 +96,28 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
         ("RuntimeError: No space left for the next request in the token pool", C.KV_POOL_EXHAUSTED),
         ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5757')", C.PORT_IN_USE),
         ("RuntimeError: flash_mla is not installed; pip install flash-mla", C.DEPENDENCY_ERROR),
+        # a wheel built against another NumPy's C API
+        (
+            "ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
+            "Expected 96 from C header, got 88 from PyObject",
+            C.DEPENDENCY_ERROR,
+        ),
+        # a kernel's launcher that reports the device's memory gone is memory, not a kernel
+        ("RuntimeError: Triton Error [CUDA]: out of memory", C.RUNTIME_OOM),
+        ("RuntimeError: Triton Error [CUDA]: invalid argument", C.KERNEL_ERROR),
+        # CUDA that cannot start on GPUs that are there; error 100 is no GPU at all
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? "
+            "Error 802: system not yet initialized",
+            C.CUDA_ERROR,
+        ),
+        (
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+            "functions before calling NumCudaDevices() that might have already set an error? "
+            "Error 100: no CUDA-capable device is detected",
+            C.OTHER,
+        ),
     ],
 )
 def test_a_one_line_paste_is_classified_by_its_wording(line, want):
@@ -229,6 +251,84 @@ def test_a_launcher_killed_from_outside_has_no_root_cause_line():
     assert result.failure_class is C.KILLED_BY_SIGNAL
     assert result.root_cause_line is None
     assert "no error" in result.diagnosis and "signal 9" in result.diagnosis
+
+
+def test_a_restart_with_no_last_words_is_a_kill_from_outside_with_no_root_line():
+    shards = (
+        "Loading safetensors checkpoint shards:  31% Completed | 4/13 [00:38<01:26,  9.58s/it]\n"
+    )
+    first = (
+        "[2026-10-13 22:41:06] Init torch distributed begin.\n"
+        "[2026-10-13 22:41:07] Load weight begin. avail mem=93.12 GB\n" + shards
+    )
+    again = (
+        "[2026-10-13 22:42:38] Init torch distributed begin.\n"
+        "[2026-10-13 22:42:40] Load weight begin. avail mem=93.12 GB\n"
+    )
+    result = run(first + again)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, None)
+    assert result.signature == "restarted_silently" and "starting again" in result.diagnosis
+    # Stopped, then started again: no kill; and one startup that stops is no restart.
+    stopped = first + "[2026-10-13 22:42:00] SIGTERM received. signum=None frame=None.\n"
+    assert run(stopped + again).failure_class is not C.KILLED_BY_SIGNAL
+    assert run(first).failure_class is C.HANG_TIMEOUT
+    # A draft model's init after the target's finished one (MTP, EAGLE) is no restart.
+    draft = (
+        "[2026-10-13 22:41:30] Capture cuda graph begin. This can take up to several minutes.\n"
+        "[2026-10-13 22:41:40] Capture cuda graph end. Time elapsed: 10.21 s. mem usage=0.52 GB.\n"
+        "[2026-10-13 22:41:40] Init torch distributed begin.\n"
+    )
+    assert run(first + draft).failure_class is not C.KILLED_BY_SIGNAL
+    # Ranks of one launch reach their steps at their own pace: no restart.
+    ranks = (
+        "[2026-10-13 22:41:06 TP0] Init torch distributed begin.\n"
+        "[2026-10-13 22:41:07 TP0] Load weight begin. avail mem=93.12 GB\n"
+        "[2026-10-13 22:41:07 TP1] Init torch distributed begin.\n"
+    )
+    assert run(ranks).failure_class is not C.KILLED_BY_SIGNAL
+
+
+def test_the_kubelets_events_say_a_hung_server_was_restarted_or_its_container_killed():
+    describe = (
+        "    Last State:     Terminated\n"
+        "      Reason:       Error\n"
+        "      Exit Code:    137\n"
+        "Events:\n"
+        "  Type     Reason     Age                  From     Message\n"
+        "  ----     ------     ----                 ----     -------\n"
+    )
+    probe = (
+        "  Warning  Unhealthy  4m12s (x3 over 4m52s)  kubelet  Liveness probe failed: Get "
+        '"http://10.42.3.18:30000/health": context deadline exceeded\n'
+    )
+    killing = "  Normal   Killing    4m12s   kubelet  Container sglang failed liveness probe, will be restarted\n"
+    hung = run(describe + probe + killing)
+    assert hung.failure_class is C.HANG_TIMEOUT
+    assert hung.root_cause_line == probe.strip()
+    killed = run(describe)
+    assert (killed.failure_class, killed.root_cause_line) == (
+        C.KILLED_BY_SIGNAL,
+        "Exit Code:    137",
+    )
+
+
+def test_c10d_naming_an_address_it_cannot_resolve_is_the_root_before_the_store_times_out():
+    benign = "1: [W519 22:04:50.118734201 socket.cpp:209] [c10d] The hostname of the client socket cannot be retrieved. err=-3"
+    cause = (
+        "1: [W519 22:04:50.121002384 socket.cpp:755] [c10d] The IPv6 network addresses of "
+        "(gpu-a-017.cluster, 5000) cannot be retrieved (gai error: -2 - Name or service not known)."
+    )
+    text = (
+        "1: [2026-05-19 22:04:50 TP8] Init torch distributed begin.\n"
+        f"{benign}\n{cause}\n"
+        "1: [2026-05-19 22:14:50 TP8] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'1:   File "{SITE}/torch/distributed/rendezvous.py", line 189, in _create_c10d_store\n'
+        "1:     return TCPStore(\n"
+        "1: torch.distributed.DistNetworkError: The client socket has timed out after 600000ms "
+        "while trying to connect to (gpu-a-017.cluster, 5000).\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, cause)
 
 
 def test_a_clean_log_with_informational_failures_is_none():
