@@ -68,9 +68,18 @@ def verdicts(attempt: Reading) -> list[Verdict]:
 def rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
     """The best verdict; one decided by an exception is rooted at an earlier error line of
     the same class when there is one (a transport's or a compiler's own error line above the
-    exception SGLang raised for it). Signatures keep their own root: their priorities already
-    say which of several lines is the cause."""
+    exception SGLang raised for it), one decided by the numbers at SGLang's line that says
+    the same. Signatures keep their own root: their priorities already say which of several
+    lines is the cause."""
     decided = verdicts[0]
+    if decided.layer == "numbers":
+        # The numbers corroborate; SGLang's own statement of the same condition is the root.
+        said = [
+            v.root
+            for v in verdicts
+            if v.layer == "signature" and v.failure_class is decided.failure_class and v.root
+        ]
+        return replace(decided, root=min(said)) if said else decided
     if decided.layer != "exception" or decided.root is None:
         return decided
     earlier = [

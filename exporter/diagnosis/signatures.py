@@ -530,19 +530,36 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "job_cancelled",
         C.KILLED_BY_SIGNAL,
-        ("CANCELLED AT", "DUE TO TIME LIMIT", "DUE TO PREEMPTION", "Evicted", "preempted"),
+        (
+            "CANCELLED AT",
+            "DUE TO TIME LIMIT",
+            "DUE TO PREEMPTION",
+            "Evicted",
+            "preempted",
+            "was low on resource",
+        ),
+        # ... and the kubelet's eviction, in the pod's status message or its events
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
-        r"|\bEvicted\b.*\b(?:pod|node)\b|\bpod (?:was )?preempted\b",
+        r"|\bEvicted\b.*\b(?:pod|node)\b|\bpod (?:was )?preempted\b"
+        r"|The node was low on resource",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(
         "host_oom_killer",
         C.KILLED_BY_SIGNAL,
-        ("Killed process", "oom-kill", "oom_reaper", "invoked oom-killer", "OOMKilled"),
-        r"Out of memory: Killed process|oom-kill:|oom_reaper:|invoked oom-killer|\bOOMKilled\b",
+        ("Killed process", "OOMKilled"),
+        r"Out of memory: Killed process|\bOOMKilled\b",
         # The kernel's OOM killer: host memory, whatever the last Python words were. Below
         # scheduler_died, whose earlier line (SGLang noticing) is the root when both show.
         54,
+    ),
+    sig(
+        "host_oom_killer_report",
+        C.KILLED_BY_SIGNAL,
+        ("oom-kill", "oom_reaper", "invoked oom-killer"),
+        # What the kernel prints around the kill: the kill itself, when shown, is the root.
+        r"oom-kill:|oom_reaper:|invoked oom-killer",
+        53,
     ),
     # --- other known conditions
     sig(
@@ -553,8 +570,16 @@ SIGNATURES: tuple[Signature, ...] = (
             "is available.",
             "memory leak detected",
             "Cannot allocate memory",
+            "not compiled with CUDA",
+            "has no attribute '_cuda_",
+            "No CUDA GPUs",
+            "no CUDA-capable device",
         ),
+        # ... and a torch with no CUDA device to use (no driver, no GPU, a build without CUDA)
         r"Cannot re-initialize CUDA in forked subprocess|No accelerator .*is available"
+        r"|Torch not compiled with CUDA enabled|torch\._C' has no attribute '_cuda_"
+        # (said in an error: torch warns the same words at import, before what really failed)
+        r"|No CUDA GPUs are available|[Ee]rror(?: \d+)?: no CUDA-capable device is detected"
         r"|memory leak detected|\[Errno 12\] Cannot allocate memory",
         90,
     ),

@@ -226,6 +226,13 @@ def test_a_pool_full_with_requests_waiting_shows_in_the_numbers():
     result = run(healthy + full + "\n")
     assert result.failure_class is C.KV_POOL_EXHAUSTED
     assert result.root_cause_line == full
+    # SGLang's own words for it, later, are the root: the numbers only corroborate them.
+    retract = (
+        "[2026-02-01 10:00:07 TP0] Decode out of memory happened. #retracted_reqs: 1, "
+        "#new_token_ratio: 0.4000 -> 0.4718"
+    )
+    said = run(healthy + full + "\n" + retract + "\n")
+    assert (said.failure_class, said.root_cause_line) == (C.KV_POOL_EXHAUSTED, retract)
 
 
 def test_a_graph_capture_started_without_memory_is_a_graph_oom():
@@ -329,6 +336,40 @@ def test_c10d_naming_an_address_it_cannot_resolve_is_the_root_before_the_store_t
     )
     result = run(text)
     assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, cause)
+
+
+def test_the_kernels_oom_killer_is_rooted_at_the_kill_not_the_report_around_it():
+    invoked = "[Fri Aug 30 19:13:19 2024] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0"
+    report = "[Fri Aug 30 19:13:19 2024] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom"
+    kill = "[Fri Aug 30 19:13:19 2024] Out of memory: Killed process 90311 (python3) total-vm:61983312kB, anon-rss:27431872kB"
+    result = run(f"{invoked}\n{report}\n{kill}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, kill)
+    # Without the kill's own line, the report still says who did it.
+    assert run(f"{invoked}\n{report}\n").root_cause_line == invoked
+
+
+def test_a_kubelet_eviction_is_a_kill_rooted_at_the_pods_status_message():
+    message = (
+        "Message:          The node was low on resource: memory. Threshold quantity: 100Mi, "
+        "available: 84244Ki. Container sglang was using 61572Mi, request is 32Gi."
+    )
+    event = "  Warning  Evicted    14m   kubelet  The node was low on resource: memory."
+    result = run(f"Status:           Failed\nReason:           Evicted\n{message}\n{event}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, message)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "AssertionError: Torch not compiled with CUDA enabled",
+        "AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'",
+        "RuntimeError: No CUDA GPUs are available",
+        "RuntimeError: CUDA error: no CUDA-capable device is detected",
+    ],
+)
+def test_a_torch_with_no_cuda_device_to_use_is_no_accelerator_other(line):
+    result = run(line + "\n")
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, line)
 
 
 def test_a_clean_log_with_informational_failures_is_none():
