@@ -104,6 +104,9 @@ def compare(figure: str, rounds: int, old: Path, rev: str, quick: bool) -> None:
                     "ratio": round(ours / theirs, 3) if theirs else None,
                     "regression": None if worse is None else round(worse, 3),
                     "within_10_percent": worse is not None and worse <= 0.10,
+                    # Every round's value: a median moved by one slow round shows here.
+                    "rounds": values["ours"][name],
+                    "peer_rounds": values["old"][name],
                     # The figure's own peer in the same runs, e.g. mtail for ingestion.
                     "ours_peer": own_peer[name][0] if name in own_peer else None,
                     "ours_peer_ratio": median(own_peer[name][1]) if name in own_peer else None,
