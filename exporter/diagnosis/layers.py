@@ -38,9 +38,9 @@ _ERROR_LINE_SCORE = 16
 _EXIT_SCORE = 14
 _UNKNOWN_EXCEPTION_SCORE = 41
 _RESTARTED_SCORE = 10
+_STOPPED_SCORE = 5
 # Steps a rank is still in until the next one: a fresh init then means the run died in it.
 _UNFINISHED = {EventKind.WEIGHT_LOAD_BEGIN, EventKind.CUDA_GRAPH_BEGIN, *SERVING}
-_STOPPED_SCORE = 5
 # A graph capture that starts with almost no memory left, then fails.
 _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
 _STARVED_GB = 0.5
@@ -77,7 +77,9 @@ def rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
         said = [
             v.root
             for v in verdicts
-            if v.layer == "signature" and v.failure_class is decided.failure_class and v.root
+            if v.layer == "signature"
+            and v.failure_class is decided.failure_class
+            and v.root is not None
         ]
         return replace(decided, root=min(said)) if said else decided
     if decided.layer != "exception" or decided.root is None:
