@@ -77,12 +77,18 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
         def fail(what: str) -> str:
             return f"{what}; the daemon said:\n{namespace.stderr()[-4000:]}"
 
+        def serving(number: int) -> None:
+            try:
+                wait(
+                    lambda: ready(address) and status_of(address)["attempt"] == number,
+                    LAUNCH_S,
+                    f"attempt {number} serving",
+                )
+            except AssertionError as error:
+                raise AssertionError(fail(f"{error} (status: {status_of(address)})")) from None
+
         for number, victim in ((1, "launcher"), (2, "scheduler")):
-            wait(
-                lambda n=number: ready(address) and status_of(address)["attempt"] == n,
-                LAUNCH_S,
-                f"attempt {number} serving",
-            )
+            serving(number)
             assert httpx.get(f"http://{address}/healthz", timeout=5).status_code == 200
             wait(lambda: watcher.ready[-1:] == [200], 10, "the watcher seeing it")
             launcher = namespace.host_process(attempts(config)[-1].processes[0]["pid"])
@@ -123,7 +129,7 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
                 f"{len(namespace.describe_zombies())} in the namespace"
             )
             assert status_of(address)["last_failure"]["class"] == "killed_by_signal"
-        wait(lambda: ready(address) and status_of(address)["attempt"] == 3, LAUNCH_S, "relaunch")
+        serving(3)
 
         wait(lambda: watcher.ready[-1:] == [200], 10, "the watcher seeing it")
         everything = namespace.processes()
