@@ -74,25 +74,26 @@ def rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
     decided = verdicts[0]
     if decided.layer == "numbers":
         # The numbers corroborate; SGLang's own statement of the same condition is the root.
-        said = [
-            v.root
-            for v in verdicts
-            if v.layer == "signature"
-            and v.failure_class is decided.failure_class
-            and v.root is not None
-        ]
-        return replace(decided, root=min(said)) if said else decided
+        return _rooted_at(decided, verdicts, "signature", before=None)
     if decided.layer != "exception" or decided.root is None:
         return decided
-    earlier = [
+    return _rooted_at(decided, verdicts, "wording", before=decided.root)
+
+
+def _rooted_at(
+    decided: Verdict, verdicts: Sequence[Verdict], layer: str, before: int | None
+) -> Verdict:
+    """``decided`` rooted at the earliest line ``layer`` found of the same class (before
+    ``before``, when given); unchanged when there is none."""
+    roots = [
         v.root
         for v in verdicts
-        if v.layer == "wording"
+        if v.layer == layer
         and v.failure_class is decided.failure_class
         and v.root is not None
-        and v.root < decided.root
+        and (before is None or v.root < before)
     ]
-    return replace(decided, root=min(earlier)) if earlier else decided
+    return replace(decided, root=min(roots)) if roots else decided
 
 
 def _by_signatures(attempt: Reading) -> list[Verdict]:
