@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from exporter.diagnosis.taxonomy import FailureClass as C
 from exporter.diagnosis.taxonomy import Phase
+from exporter.logs.literals import any_of
 
 
 class Resolve(enum.Enum):
@@ -586,29 +587,10 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 
-def _any_of(literals: set[str]) -> re.Pattern[str]:
-    """One search for whether any of ``literals`` occurs, as a trie (``CUDA (?:error|out)``):
-    the regex engine then drops a position at its first character, not at every literal's."""
-    trie: dict = {}
-    for literal in literals:
-        node = trie
-        for char in literal:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def render(node: dict) -> str:
-        if "" in node:  # a shorter literal ends here: enough for a search
-            return ""
-        branches = [re.escape(char) + render(child) for char, child in sorted(node.items())]
-        return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-
-    return re.compile(render(trie))
-
-
 # Whether a line can match any signature at all (most lines cannot), and around a hard wrap,
 # which can only make a signature match when one of its literals spans the break.
 LONGEST_LITERAL = max(len(lit) for s in SIGNATURES for lit in s.literals)
-ANY_LITERAL = _any_of({lit for s in SIGNATURES for lit in s.literals})
+ANY_LITERAL = any_of({lit for s in SIGNATURES for lit in s.literals})
 
 # Where an out-of-memory error happened, from its frames; checked in this order.
 OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
