@@ -235,10 +235,10 @@ class Daemon:
         attempt.probe_seen = probes.taken_at
         if verdict.target is ServerState.READY and self.state is ServerState.STARTING:
             log.info("attempt %d: serving after %.1f s", attempt.number, now - attempt.started_at)
-            self._served(attempt, now)
-        if verdict.target is not None:
+            self._served(attempt, now, ServerState.READY)  # STARTING -> READY
+        elif verdict.target is not None:
             with self._lock:
-                self._set_state(verdict.target)  # STARTING/UNHEALTHY -> READY, READY -> UNHEALTHY
+                self._set_state(verdict.target)  # UNHEALTHY -> READY, READY -> UNHEALTHY
         planned = self._planned.planned_tokens if self._planned else None
         checked = watch.cross_check(attempt, probes.max_total_num_tokens, planned)
         attempt.tokens_checked, attempt.prediction_checked = checked.tokens, checked.prediction
@@ -371,11 +371,14 @@ class Daemon:
             # served_s would count from this adoption.
             self._served(attempt, self._clock())
 
-    def _served(self, attempt: Attempt, now: float) -> None:
-        """The attempt serves from ``now`` on: counted, and recorded in the history."""
+    def _served(self, attempt: Attempt, now: float, state: ServerState | None = None) -> None:
+        """The attempt serves from ``now`` on: counted (with ``state`` entered in the same
+        step, so that no scrape sees one without the other), then recorded in the history."""
         with self._lock:
             attempt.ready_at = now
             self.counters = self.counters.served(now - attempt.started_at)
+            if state is not None:
+                self._set_state(state)
         self._record(ready_record(attempt.number, now, now - attempt.started_at))
 
     def _reload(self) -> None:
