@@ -323,18 +323,9 @@ class Daemon:
     # --- daemon life ------------------------------------------------------------------------
     def _resume(self) -> None:
         """Stop launches nobody recorded, then carry out the plan the history makes."""
-        read = self.history.read()
-        for warning in read.warnings:
-            log.warning("history: %s", warning)
-        paths, policy = self.config.paths, self.config.policy
-        stopped = resume.stop_untracked(read.attempts, paths.state_dir, policy.stop_grace_s)
+        plan, stopped = resume.resumed(self.history, self.ladder, self._clock, self._record)
         self._last_id = max(self._last_id, stopped)
-        plan = resume.resume_plan(read.attempts, self.ladder, self._clock())
-        if isinstance(plan, resume.RecordLost):
-            self._record(resume.lost_end(plan.record, self.ladder, self._clock()))
-            attempts = self.history.read().attempts
-            plan = resume.resume_plan(attempts, self.ladder, self._clock(), lost_recorded=True)
-        if not isinstance(plan, resume.RecordLost) and plan.patch is not None:
+        if plan.patch is not None:
             self.ladder = self.ladder.with_patch(*plan.patch)
         if isinstance(plan, resume.Adopt):
             self._adopt(plan.record, plan.leader)  # STOPPED -> READY or STARTING
@@ -397,13 +388,10 @@ class Daemon:
             self.gave_up_reason = None
             self._launch(0, "config reloaded after giving up")  # GAVE_UP -> STARTING
         elif step.action is reload.Action.RESTART:
-            self._restart(step.index, "config_reload")
-
-    def _restart(self, index: int, reason: str) -> None:
-        with self._lock:
-            self._set_state(ServerState.STOPPING)  # STARTING/READY/UNHEALTHY -> STOPPING
-            self.counters = self.counters.restarted(reason)
-        self._replace(index, reason.replace("_", " "))
+            with self._lock:
+                self._set_state(ServerState.STOPPING)  # STARTING/READY/UNHEALTHY -> STOPPING
+                self.counters = self.counters.restarted("config_reload")
+            self._replace(step.index, "config reload")
 
     def _replace(self, index: int, reason: str) -> None:
         """Stop the attempt (no failure) and launch profile ``index`` in its place."""

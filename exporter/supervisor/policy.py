@@ -5,12 +5,12 @@ give up at the crash-loop limit or at the end of the ladder."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from exporter.config import Policy
 from exporter.diagnosis.taxonomy import DETERMINISTIC, FailureClass
-from exporter.history import AttemptRecord, consecutive_failures, recent_failures
+from exporter.history import AttemptRecord
 from exporter.supervisor.remedies import Remedy
 
 
@@ -106,3 +106,44 @@ def decide(
         how = f"falling back from profile '{names[current]}' to '{names[target]}'"
     delay = backoff_delay(consecutive_failures(attempts, policy.healthy_reset_s), policy)
     return Decision(True, target, delay, f"{failure_class.value}: {how} in {delay:g} s")
+
+
+def recent_failures(
+    attempts: Iterable[AttemptRecord], now: float, window_s: float
+) -> list[AttemptRecord]:
+    """The attempts that count toward the crash-loop limit.
+
+    An attempt counts when it ended, started no earlier than ``now - window_s`` (its end
+    time stands in when its start record was lost) and was not stopped by the daemon: a
+    server that exits by itself has crashed, whatever its exit status.
+    """
+    since = now - window_s
+    return [
+        record
+        for record in attempts
+        if record.ended
+        and record.stopped_by != "daemon"
+        and (record.started_at if record.started_at is not None else record.ended_at) >= since
+    ]
+
+
+def consecutive_failures(attempts: Iterable[AttemptRecord], healthy_reset_s: float) -> int:
+    """Failed attempts at the end of the history: the backoff exponent.
+
+    Counts from the newest attempt while it ended with a failure class other than "none";
+    stops at one that has not ended or ended without a failure, and at one that served for
+    at least ``healthy_reset_s`` (it worked, so its crash starts a new streak). A server
+    that becomes ready and dies seconds later still counts: that is a crash loop too.
+    """
+    count = 0
+    for record in reversed(list(attempts)):
+        if not record.failed or _served_s(record) >= healthy_reset_s:
+            break
+        count += 1
+    return count
+
+
+def _served_s(record: AttemptRecord) -> float:
+    if record.ready_at is None or record.ended_at is None:
+        return 0.0
+    return record.ended_at - record.ready_at

@@ -1,9 +1,8 @@
 """A daemon starting over a history: what the last one left and what to do about it.
-``resume_plan`` reads the attempts and returns one plan (adopt the server still running,
-record the one that ended unwatched, continue after a failure as the policy decides, or
-launch); ``stop_untracked`` stops the launches no record tracks, as conclude.stop stops an
-attempt; ``adopted_healthy`` asks an adopted server's /health. The daemon carries out the
-plan."""
+``resumed`` reads the history, stops the launches no record tracks (as conclude.stop stops
+an attempt), records the end of one that ended unwatched and returns one plan: adopt the
+server still running, continue after a failure as the policy decides, or launch.
+``adopted_healthy`` asks an adopted server's /health. The daemon carries out the plan."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ import psutil
 from exporter.attempt.attempt_log import AttemptLog
 from exporter.diagnosis.classify import Classification, Confidence, Outcome
 from exporter.diagnosis.taxonomy import FailureClass
-from exporter.history import AttemptRecord, Record, lost_record
+from exporter.history import AttemptRecord, History, Record, lost_record
 from exporter.identity import ProcessIdentity, identify
 from exporter.sglang.flags import FlagValue, server_url
 from exporter.supervisor.attempt import Attempt
@@ -79,6 +78,25 @@ class Untracked:
     leader: ProcessIdentity
     marker: str
     attempt: int  # the id in its marker: never to be reused
+
+
+def resumed(
+    history: History, ladder: Ladder, clock: Callable[[], float], record: Callable[[Record], None]
+) -> tuple[Adopt | Continue | Launch, int]:
+    """The plan a starting daemon carries out, and the highest attempt id of the untracked
+    launches it stopped first. An attempt that ended unwatched gets its end record
+    (``record``), and the plan is made again past it."""
+    read = history.read()
+    for warning in read.warnings:
+        log.warning("history: %s", warning)
+    paths, policy = ladder.config.paths, ladder.config.policy
+    stopped = stop_untracked(read.attempts, paths.state_dir, policy.stop_grace_s)
+    plan = resume_plan(read.attempts, ladder, clock())
+    if isinstance(plan, RecordLost):
+        record(lost_end(plan.record, ladder, clock()))
+        plan = resume_plan(history.read().attempts, ladder, clock(), lost_recorded=True)
+    assert not isinstance(plan, RecordLost)  # lost_recorded plans past it
+    return plan, stopped
 
 
 def resume_plan(

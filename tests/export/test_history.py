@@ -23,9 +23,7 @@ from exporter.history import (
     AttemptRecord,
     History,
     HistoryWriteError,
-    consecutive_failures,
     parse_history,
-    recent_failures,
 )
 from tests.conftest import TESTS
 
@@ -282,6 +280,81 @@ def test_valid_json_of_any_shape_never_makes_read_raise(entries):
         assert all(isinstance(item, str) for item in record.command)
 
 
+# -- reading on from the last read ----------------------------------------------------------
+
+
+def _grow(path: Path, operation: str, attempt: int) -> None:
+    """Change the history file the way something other than the reader's own append may."""
+    line = (json.dumps(start(attempt, T0 + attempt)) + "\n").encode()
+    if operation == "append":
+        History(path.parent).append(start(attempt, T0 + attempt))  # another History: a writer
+    elif operation == "half line":  # kill -9 mid-write
+        with open(path, "ab") as handle:
+            handle.write(line[: len(line) // 2])
+    elif operation == "garbage":
+        with open(path, "ab") as handle:
+            handle.write(b"\x00 not a record\n")
+    elif operation == "replaced":  # another file in its place, written whole
+        fresh = path.with_suffix(".new")
+        fresh.write_bytes(line)
+        os.replace(fresh, path)
+    elif operation == "shrunk" and path.exists():
+        path.write_bytes(path.read_bytes()[: len(line) // 3])
+    elif operation == "removed":
+        path.unlink(missing_ok=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["append", "half line", "garbage", "replaced", "shrunk", "removed"]),
+        max_size=14,
+    )
+)
+def test_a_reader_that_lives_on_reads_what_a_fresh_read_of_the_file_reads(operations):
+    with tempfile.TemporaryDirectory() as name:
+        reader = History(Path(name))
+        for attempt, operation in enumerate(["append", *operations], start=1):
+            _grow(reader.path, operation, attempt)
+            whole = reader.path.read_bytes() if reader.path.exists() else b""
+            assert reader.read() == parse_history(whole), operations[: attempt - 1]
+
+
+def test_a_read_parses_only_the_lines_appended_since_the_last_one(tmp_path, monkeypatch):
+    history = History(tmp_path)
+    for attempt in range(1, 51):
+        write(history, start(attempt, T0 + attempt), end(attempt, T0 + attempt + 1))
+    assert len(history.read().attempts) == 50
+    decoded = []
+    loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, **kw: decoded.append(text) or loads(text, **kw))
+    history.append(start(51, T0 + 60))
+    read = history.read()
+    assert len(decoded) == 1 and read.attempts[-1].attempt == 51
+    assert history.read() == read and len(decoded) == 1  # nothing new: nothing parsed
+
+
+def test_a_file_rewritten_in_place_is_read_again_from_the_start(tmp_path):
+    history = History(tmp_path)
+    write(history, start(1, T0), end(1, T0 + 1))
+    history.read()
+    # The same inode and size, a newline where the last read stopped: only the first
+    # bytes tell that this is another history.
+    other = History(tmp_path / "other")
+    write(other, start(2, T0), end(2, T0 + 1))
+    history.path.write_bytes(other.path.read_bytes())
+    assert [record.attempt for record in history.read().attempts] == [2]
+
+
+def test_what_a_read_returned_does_not_change_with_later_records(tmp_path):
+    history = History(tmp_path)
+    write(history, start(1))
+    before = history.read()
+    write(history, ready(1, T0 + 5), end(1, T0 + 9))
+    assert history.read().attempts[0].ended_at == T0 + 9
+    assert before.attempts[0].ready_at is None and before.attempts[0].ended_at is None
+
+
 # -- write failures --------------------------------------------------------------------------
 
 
@@ -383,49 +456,6 @@ def test_survives_kill_9_at_random_moments(tmp_path):
     history.append(end(history.next_attempt_id(), T0))
     final = history.read()
     assert final.attempts[-1].ended_at == T0 and final.corrupt_lines == corrupt_before
-
-
-# -- crash-loop counts -----------------------------------------------------------------------
-
-
-def record(attempt: int, started: float | None, **fields) -> AttemptRecord:
-    fields.setdefault("ended_at", None if started is None else started + 10)
-    return AttemptRecord(attempt=attempt, started_at=started, **fields)
-
-
-def test_recent_failures_counts_attempts_in_the_window_not_stopped_by_the_daemon():
-    now = T0 + 1000
-    attempts = [
-        record(1, now - 700, failure_class="pool_init_oom"),  # before the window
-        record(2, now - 500, failure_class="pool_init_oom"),
-        record(3, now - 400, failure_class="none", exit_code=0),  # exited by itself
-        record(4, now - 300, failure_class="hang_timeout", stopped_by="daemon"),
-        record(5, None, ended_at=now - 200, failure_class="other"),  # start line lost
-        record(6, now - 100, ended_at=None),  # still running
-    ]
-    assert [r.attempt for r in recent_failures(attempts, now, 600)] == [2, 3, 5]
-    assert recent_failures(attempts, now, 600.0 - 500) == []
-    assert recent_failures([], now, 600) == []
-
-
-def test_consecutive_failures_stop_at_an_attempt_that_served_long_enough():
-    def failed(attempt, **fields):
-        return record(attempt, T0 + attempt * 100, failure_class="pool_init_oom", **fields)
-
-    def served(attempt, seconds):  # ready 2 s after its start, ended `seconds` later
-        start = T0 + attempt * 100
-        return failed(attempt, ready_at=start + 2, ended_at=start + 2 + seconds)
-
-    assert consecutive_failures([], 300) == 0
-    assert consecutive_failures([failed(1), failed(2), failed(3)], 300) == 3
-    # serving for 300 s proved the config: the streak restarts after it
-    assert consecutive_failures([failed(1), served(2, 300), failed(3)], 300) == 1
-    assert consecutive_failures([failed(1), failed(2), served(3, 600)], 300) == 0
-    # ready, then dead 5 s later: still a crash loop
-    assert consecutive_failures([failed(1), served(2, 5), failed(3)], 300) == 3
-    clean = record(2, T0, failure_class="none")
-    assert consecutive_failures([failed(1), clean, failed(3), failed(4)], 300) == 2
-    assert consecutive_failures([failed(1), record(2, T0, ended_at=None)], 300) == 0
 
 
 # -- the CLI ---------------------------------------------------------------------------------

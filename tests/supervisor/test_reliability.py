@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-import exporter.history
+import exporter.history.file
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.history import History
@@ -212,7 +212,7 @@ class FullDisk:
         self.full = False
         self._filler = root / "filler"
         if self.kind == "monkeypatch":
-            monkeypatch.setattr(exporter.history, "os", _FailingOs(self))
+            monkeypatch.setattr(exporter.history.file, "os", _FailingOs(self))
 
     def _mount(self) -> bool:
         if os.geteuid() != 0 or shutil.which("mount") is None:
@@ -232,7 +232,7 @@ class FullDisk:
         _fill(self._filler, b"x" * 512)
         # The history's last page has room left that a short record would still fit in:
         # fill it with blank lines, which the history reads past.
-        history = self.root / exporter.history.HISTORY_FILE
+        history = self.root / exporter.history.file.HISTORY_FILE
         if history.exists():
             _fill(history, b"\n")
 
@@ -267,7 +267,7 @@ def _fill(path: Path, chunk: bytes) -> None:
 
 
 class _FailingOs:
-    """The os module as exporter.history sees it, with write failing while the disk is full."""
+    """The os module as exporter/history/file.py sees it, with write failing while the disk is full."""
 
     def __init__(self, disk: FullDisk) -> None:
         self._disk = disk

@@ -350,6 +350,22 @@ def test_an_unended_attempt_is_adopted_while_its_leader_lives_else_recorded_lost
     assert after == resume.Launch(0, None)
 
 
+def test_resuming_records_the_lost_end_then_plans_past_it(tmp_path):
+    ladder = ladder_of(tmp_path)
+    me = identify(os.getpid())
+    history = History(tmp_path / "state")  # the ladder's state_dir
+    started(history, 1, processes=[ProcessIdentity(me.pid, me.create_time - 1)])
+    plan, stopped = resume.resumed(history, ladder, lambda: T0 + 9, history.append)
+    (attempt,) = history.read().attempts
+    assert (attempt.ended_at, attempt.failure_class, stopped) == (T0 + 9, "other", 0)
+    assert isinstance(plan, resume.Continue) and plan.report.attempt == 1
+    # A history that cannot take the record: the plan goes past the unended attempt.
+    unwritable = History(tmp_path / "unwritable")
+    started(unwritable, 1, processes=[ProcessIdentity(me.pid, me.create_time - 1)])
+    plan, _ = resume.resumed(unwritable, ladder, lambda: T0 + 9, lambda record: None)
+    assert plan == resume.Launch(0, None) and not unwritable.read().attempts[0].ended
+
+
 def test_the_adopted_attempt_keeps_its_recorded_times_and_log(tmp_path):
     history = History(tmp_path / "state")
     started(history, 5, index=7)
