@@ -38,6 +38,7 @@ from pathlib import Path
 from bench.common import REPO, emit, free_port, note, percentile, write_daemon_config
 from bench.loggen import repeat_log, startup_lines, write_log
 from bench.previous import export_previous, run_module
+from exporter import app as app_module
 from exporter.app import build_daemon
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
@@ -165,6 +166,9 @@ def run(
         timeline.wrap_first(steps, ("_decision", "_decide"), "decide")
         timeline.wrap(daemon, "_record", "history_write", keep=lambda a: a[0].get("type"))
         timeline.wrap(daemon, "_apply", "decision_applied")
+        # As `run` does before its loop (app.settle); the previous code had no such step.
+        if hasattr(app_module, "settle"):
+            app_module.settle()
         thread = threading.Thread(target=daemon.run, name="bench-daemon", daemon=True)
         logging.disable(logging.WARNING)  # one diagnosis per crash on stderr: not wanted here
         stop = threading.Event()

@@ -5,6 +5,7 @@ the commands only parse their arguments.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
@@ -34,6 +35,15 @@ def build_daemon(
     return Daemon(config, Sources.build, clock=clock, notifier=notifier)
 
 
+def settle() -> None:
+    """Put what starting allocated (the modules, the classifier's tables and patterns, the
+    config) out of the cyclic collector's reach for good: its full collections then scan
+    only what the loop allocated since. Unfrozen, one took 16-30 ms, wherever it fell (on
+    a crash's way to its decision, in a scrape)."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve(host: str, port: int, current: Callable[[], Daemon]) -> object:
     """/metrics and /healthz /readyz /status of whichever daemon ``current`` returns, in a
     background thread; OSError if the address cannot be bound. ``.shutdown()`` stops it."""
@@ -60,6 +70,7 @@ def run(config: Config) -> int:
         write_message(config.paths.termination_log, message(ExitCode.ERROR, None, reason))
         return ExitCode.ERROR
     log.info("metrics on http://%s/metrics, probes on /healthz /readyz /status", listen.address)
+    settle()
     try:
         return daemon.run()
     except Exception as error:
@@ -91,6 +102,7 @@ def demo(
     # One /metrics and one set of probes for both runs: they show whichever daemon runs now.
     current: list[Daemon] = []
     server = serve("127.0.0.1", port, lambda: current[-1])
+    settle()
     url = f"http://127.0.0.1:{port}/metrics"
     log.info("metrics: %s (probes: /healthz /readyz /status)", url)
     runs = []
