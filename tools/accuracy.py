@@ -33,6 +33,7 @@ LABELLED_SETS = {
     "heldout5": DATA / "heldout5",
     "heldout6": DATA / "heldout6",
     "heldout7": DATA / "heldout7",
+    "heldout8": DATA / "heldout8",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

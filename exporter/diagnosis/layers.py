@@ -224,6 +224,8 @@ def _by_error_wording(attempt: Reading) -> Verdict | None:
         family = family_of(message, in_exception=is_exception(attempt.ordered[i]))
         if family is not None:
             failure_class = _worded_class(family, attempt, i)
+            if failure_class is FailureClass.DISTRIBUTED_INIT and i > attempt.stopped_at:
+                continue  # a stop tears the group down under its ranks (reading._after_a_stop)
             return Verdict(
                 failure_class, i, "wording", family.name, Confidence.LOW, _LINE_WORDING_SCORE
             )
@@ -305,12 +307,9 @@ def _by_error_lines(attempt: Reading) -> Verdict | None:
     if cut is not None:
         return cut
     teardown = None
-    stopped_at = next(
-        (p for p, e in attempt.steps if e.kind is EventKind.SIGTERM_RECEIVED), len(attempt.ordered)
-    )
     for i in _error_lines(attempt, strict=True):
         is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
-        if is_teardown and i > stopped_at:
+        if is_teardown and i > attempt.stopped_at:
             continue  # a clean stop tears down too
         if not is_teardown:
             return Verdict(

@@ -18,6 +18,7 @@ from exporter.diagnosis.signatures import (
     SIGNATURES,
     Signature,
 )
+from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Outcome
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.events import Event, EventKind
@@ -27,6 +28,7 @@ from exporter.logs.tracebacks import EXCEPTION_LINE
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
 _CARETS = re.compile(r"^[\s^~]+$")
+_OPERATOR = re.compile(r"\^C$|\$ |[\w.-]+@[\w.-]+:\S*[$#] ")  # Ctrl-C, a shell prompt
 PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 IGNORED_ERRORS = ("Ignore import error when loading",)
 # Lines that start a new thought: a wrapped line never continues into one of these.
@@ -69,6 +71,13 @@ class Reading:
     outcome: Outcome
 
     @cached_property
+    def stopped_at(self) -> int:
+        """Where SGLang was asked to stop (SIGTERM), or the end: what a stop brings about
+        comes after it."""
+        sigterms = (p for p, e in self.steps if e.kind is EventKind.SIGTERM_RECEIVED)
+        return next(sigterms, len(self.ordered))
+
+    @cached_property
     def failure_lines(self) -> list[int]:
         """Positions of the lines that say something failed (vocabulary.says_failed), outside
         traceback frames and the code lines printed under them; several layers ask."""
@@ -82,6 +91,7 @@ class Reading:
                 and not (i > 0 and frame_at(ordered, i - 1) is not None and not is_exception(line))
                 and not PY_WARNING.search(message)
                 and not message.startswith(IGNORED_ERRORS)
+                and not _interrupted(ordered, i)
             ):
                 found.append(i)
         return found
@@ -99,6 +109,18 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     steps = [(p, e) for p, e in placed if e.kind in _LIFECYCLE]
     batches = [(p, e) for p, e in placed if e.kind is EventKind.DECODE_BATCH]
     return Reading(ordered, hits, steps, batches, outcome)
+
+
+def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
+    """A traceback that ends in KeyboardInterrupt, or that exception: a Ctrl-C (SIGINT)
+    stopped the process where it was, which reports a stop, not a failure."""
+    message = ordered[position].message
+    if message == "KeyboardInterrupt" or not message.startswith("Traceback"):
+        return message == "KeyboardInterrupt"
+    for line in ordered[position + 1 :]:
+        if is_exception(line):
+            return line.message.startswith("KeyboardInterrupt")
+    return False
 
 
 def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
@@ -175,8 +197,14 @@ def _drop_expected(
         h
         for h in hits
         if h.position not in ignored
-        and not (sigterm is not None and h.position > sigterm and h.signature.priority < DECISIVE)
+        and not (sigterm is not None and h.position > sigterm and _after_a_stop(h.signature))
     ]
+
+
+def _after_a_stop(signature: Signature) -> bool:
+    """What a requested stop brings about: weak signs, and the process group torn down under
+    the ranks still in it (a peer's store gone, a collective cut short)."""
+    return signature.priority < DECISIVE or signature.failure_class is FailureClass.DISTRIBUTED_INIT
 
 
 def _wrapped(first: str, second: str) -> list[Signature]:
@@ -201,9 +229,16 @@ def _wrapped(first: str, second: str) -> list[Signature]:
 
 def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
     """The last thing the server said before it went silent; Python's UserWarnings (and the
-    ``warnings.warn(...)`` source line under each) are import-time noise, not progress, and a
-    reporter's "(nothing after this)" is no log line."""
+    ``warnings.warn(...)`` source line under each) are import-time noise, not progress, a
+    reporter's "(nothing after this)" is no log line, and neither is what the operator typed
+    after the server's last line (a ``^C``, a shell prompt, and the output of its commands)."""
+    end = len(ordered)
     for i in range(len(ordered) - 1, -1, -1):
+        if ordered[i].has_sglang_prefix:
+            break
+        if _OPERATOR.match(ordered[i].message):
+            end = i
+    for i in range(end - 1, -1, -1):
         message = ordered[i].message
         if (
             message

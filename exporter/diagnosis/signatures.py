@@ -88,8 +88,10 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "hybrid_state_no_memory",
         C.POOL_INIT_OOM,
-        "Not enough GPU memory for hybrid",
-        r"Not enough GPU memory for hybrid",
+        # 0.5.21+ says the second when the state slots sized at startup hold no request
+        # (kv_cache_configurator.resolve_max_num_reqs), as the planner's 0.5.23 sizer does.
+        ("Not enough GPU memory for hybrid", "state cache is too small to serve"),
+        r"Not enough GPU memory for hybrid|state cache is too small to serve any requests",
         100,
     ),
     sig(
@@ -103,8 +105,8 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "mamba_no_space",
         C.MAMBA_CACHE_EXHAUSTED,
-        ("Not enough space for mamba", "state cache is too small to serve"),
-        r"Not enough space for mamba|state cache is too small to serve any requests",
+        "Not enough space for mamba",
+        r"Not enough space for mamba",
         100,
     ),
     # --- KV pool exhausted while serving
@@ -114,9 +116,13 @@ SIGNATURES: tuple[Signature, ...] = (
         (
             "out of memory. Try to lower",
             "runs out of memory",
+            "smaller number for `--max-running-requests`",
             "Out of memory even after retracting",
         ),
+        # The request slots: "alloc_req_slots runs out of memory. Please set a smaller number
+        # for `--max-running-requests`" (0.4.6+), plain "Out of memory. Please set ..." before.
         r"(?:Prefill|Decode) out of memory\. Try to lower|alloc_req_slots runs out of memory"
+        r"|Please set a smaller number for `--max-running-requests`"
         r"|Out of memory even after retracting",
         100,
         phase=Phase.RUNTIME,
@@ -142,7 +148,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch_oom",
         C.RUNTIME_OOM,
         ("out of memory. Tried to allocate", "OutOfMemoryError"),
-        r"(?:CUDA|HIP|XPU|NPU) out of memory\. Tried to allocate|OutOfMemoryError",
+        # Not Ray's OutOfMemoryError: its memory monitor killed a worker for host memory.
+        r"(?:CUDA|HIP|XPU|NPU) out of memory\. Tried to allocate"
+        r"|(?<!ray\.exceptions\.)OutOfMemoryError",
         88,
         OOM,
     ),
@@ -397,6 +405,15 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
     ),
     sig(
+        # The HIP runtime's own report, by its error name (hipErrorNoBinaryForGpu,
+        # hipErrorInvalidDeviceFunction, ...): ROCm's twin of cudaError.
+        "hip_runtime_error",
+        C.CUDA_ERROR,
+        "hipError",
+        r"\bhipError(?!OutOfMemory)[A-Z]\w+",
+        80,
+    ),
+    sig(
         "device_busy",
         C.CUDA_ERROR,
         "busy or unavailable",
@@ -470,6 +487,15 @@ SIGNATURES: tuple[Signature, ...] = (
         phase=Phase.RUNTIME,
     ),
     sig(
+        # What only the watchdog prints before its timeout line (the stuck batch, then a
+        # py-spy dump): a paste cut before that line still shows a hang.
+        "watchdog_report",
+        C.HANG_TIMEOUT,
+        "Scheduler debug info:",
+        r"^Scheduler debug info:",
+        60,
+    ),
+    sig(
         "collective_timeout",
         C.HANG_TIMEOUT,
         "collective operation timeout",
@@ -521,11 +547,14 @@ SIGNATURES: tuple[Signature, ...] = (
             "core dumped",
             "exit code 137",
             "Exit Code:",
+            "with code 137",
+            "Exited (137)",
         ),
-        # ... and kubectl describe's "Exit Code:    137" of the container's last state
+        # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
+        # compose's "sglang-1 exited with code 137" and `docker ps`'s "Exited (137)"
         r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b"
         r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137"
-        r"|^Exit Code:\s+137$",
+        r"|^Exit Code:\s+137$|exited with code 137\b|\bExited \(137\)",
         25,
     ),
     sig(
@@ -548,10 +577,13 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "host_oom_killer",
         C.KILLED_BY_SIGNAL,
-        ("Killed process", "OOMKilled"),
-        r"Out of memory: Killed process|\bOOMKilled\b",
-        # The kernel's OOM killer: host memory, whatever the last Python words were. Below
-        # scheduler_died, whose earlier line (SGLang noticing) is the root when both show.
+        ("Killed process", "OOMKilled", "killed due to memory pressure", "running low on memory"),
+        r"Out of memory: Killed process|\bOOMKilled\b"
+        r"|killed due to memory pressure|was killed due to the node running low on memory",
+        # The kernel's OOM killer, or Ray's memory monitor (the raylet's "... Workers (tasks /
+        # actors) killed due to memory pressure (OOM)", the driver's "Task was killed due to
+        # the node running low on memory"): host memory, whatever the last Python words were.
+        # Below scheduler_died, whose earlier line (SGLang noticing) is the root when both show.
         54,
     ),
     sig(

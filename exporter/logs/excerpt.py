@@ -71,9 +71,11 @@ VOCABULARY = (
     # Python, the kernel, CUDA, NCCL, compilers
     "traceback", 'file "', "errno", "eaddr", "econn", "enomem", "enospc", "epipe",
     "code: -", "signal", "sigterm", "sigquit", "sigint", "segmentation", "core dump",
-    "exit code", "exit status", "misaligned", "segfault", "*** sig", "what():",
-    "terminate called", "cuda", "nccl", "c10d", "gloo", "tcpstore", "no kernel", "ninja",
-    "nvcc", "ptxas",
+    "exit code", "exit status", "with code", "exited (", "misaligned", "segfault",
+    "*** sig", "what():", "terminate called", "cuda", "nccl", "c10d", "gloo", "tcpstore",
+    "no kernel", "ninja", "nvcc", "ptxas",
+    # a watchdog's report before its timeout line
+    "debug info",
     # a shell's "Killed" in another language
     "已杀死",
 )

@@ -3,9 +3,9 @@
 SGLang prefixes its records with ``[2026-05-01 12:00:00(.mmm)( DPn)( TPn)] ``. Logs that reach
 us second-hand carry other wrappers too (cloud-logging exports, docker compose, docker's
 json-file records, kubectl timestamps and pod prefixes, the kubelet's CRI files, journald,
-Slurm's ``srun -l`` labels, Ray, torch's ``[rankN]:``), often one inside another; those are
-peeled off, in any order, so the message can be matched, while the raw text is kept for
-evidence.
+Slurm's ``srun -l`` labels, Ray, torch's ``[rankN]:``), often one inside another, and a
+terminal's colour codes around them; those are peeled off, in any order, so the message can
+be matched, while the raw text is kept for evidence.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ _SGLANG_PREFIX = re.compile(
     r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\]\s*"
 )
 _TP_RANK = re.compile(r"TP(\d+)")
+# A terminal's control sequences (colours, cursor moves) that `docker compose up` and other
+# tools leave in a paste: ESC [ parameters, intermediates, a final byte.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
 # search starts again on what is left (a kubectl prefix over a Ray worker's, ...).
@@ -75,6 +78,8 @@ class LogLine:
 def parse_line(number: int, raw: str) -> LogLine:
     """Split ``raw`` into wrappers and message; never raises."""
     text = raw.strip()
+    if "\x1b" in text:
+        text = _ANSI_ESCAPE.sub("", text).strip()
     foreign_ts = None
     # Each foreign wrapper starts with something other than "[" except torch's "[rankN]:"
     # and kubectl's "[pod/", so a line opening with SGLang's own "[" skips the search (most

@@ -94,6 +94,23 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
             C.MAMBA_CACHE_EXHAUSTED,
         ),
         ("RuntimeError: No space left for the next request in the token pool", C.KV_POOL_EXHAUSTED),
+        # the request slots, in 0.4.2's words and in 0.4.6+'s
+        (
+            "RuntimeError: Out of memory. Please set a smaller number for `--max-running-requests`.",
+            C.KV_POOL_EXHAUSTED,
+        ),
+        # a hybrid model's state slots, sized at startup, that hold no request (0.5.21+)
+        (
+            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
+            "requests. max_mamba_cache_size=1, mamba_ratio=5, resulting max_num_reqs=0.",
+            C.POOL_INIT_OOM,
+        ),
+        # colours a terminal left in a docker compose paste
+        (
+            "\x1b[33mseed-b-1  |\x1b[0m RuntimeError: engine_info_bootstrap_port 6789 is already "
+            "in use.",
+            C.PORT_IN_USE,
+        ),
         ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5757')", C.PORT_IN_USE),
         ("RuntimeError: flash_mla is not installed; pip install flash-mla", C.DEPENDENCY_ERROR),
         # a wheel built against another NumPy's C API
@@ -370,6 +387,98 @@ def test_a_kubelet_eviction_is_a_kill_rooted_at_the_pods_status_message():
 def test_a_torch_with_no_cuda_device_to_use_is_no_accelerator_other(line):
     result = run(line + "\n")
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, line)
+
+
+def test_an_outside_memory_monitor_is_a_kill_not_a_device_oom():
+    raylet = (
+        "(raylet) [2025-10-09 11:09:37,551 E 2231 2231] (raylet) node_manager.cc:3193: 1 Workers "
+        "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other "
+        "reasons at node (ID: 5c1f, IP: 10.0.2.15) over the last time period."
+    )
+    driver = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+    )
+    result = run(f"{raylet}\n{driver}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, raylet)
+    assert run(driver + "\n").failure_class is C.KILLED_BY_SIGNAL
+
+
+def test_the_hip_runtime_naming_its_error_outranks_the_scheduler_that_died_of_it():
+    hip = "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"
+    text = (
+        f"[2025-08-19 14:03:31 TP0] Init torch distributed begin.\n{hip}\n"
+        "[2025-08-19 14:03:33] Rank 0 scheduler is dead. Please check if there are relevant logs.\n"
+        "[2025-08-19 14:03:33] Exit code: -6\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, hip)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["sglang-1 exited with code 137", "infer-sglang-1  sglang  12 minutes ago  Exited (137) 2 mi"],
+)
+def test_a_container_runtime_reporting_exit_137_is_a_kill(line):
+    text = "[2026-06-07 18:22:19 TP0] Load weight begin. avail mem=138.01 GB\n" + line + "\n"
+    assert (run(text).failure_class, run(text).root_cause_line) == (C.KILLED_BY_SIGNAL, line)
+
+
+def test_the_watchdogs_report_cut_before_its_timeout_line_is_a_hang():
+    report = "[2026-11-30 04:18:02 TP0] Scheduler debug info:"
+    text = (
+        "[2026-11-30 04:12:55 TP0] Decode batch, #running-req: 57, #token: 402112, token usage: "
+        f"0.31, cuda graph: True, gen throughput (token/s): 2207.54, #queue-req: 0\n{report}\n"
+        "scheduler.cur_batch_for_debug.batch_size()=57\n"
+        "[2026-11-30 04:18:02 TP0] Pyspy dump for PID 3307 (py-spy dump --native --pid 3307):\n"
+        'Thread 3307 (idle): "MainThread"\n'
+        "    ncclGroupEnd (libnccl.so.2)\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, report)
+
+
+def test_a_ctrl_c_after_serving_is_a_stop_and_during_a_stuck_start_a_hang():
+    interrupted = (
+        "Process SpawnProcess-1:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap\n'
+        "    self.run()\n"
+        "KeyboardInterrupt\n"
+    )
+    served = (
+        "[2025-04-03 22:41:20] The server is fired up and ready to roll!\n"
+        "^C[2025-04-03 22:47:03] INFO:     Shutting down\n"
+    )
+    assert run(served + interrupted).failure_class is C.NONE
+    stuck = "[2025-04-03 22:41:18 TP0] Load weight begin. avail mem=44.10 GB\n"
+    result = run(stuck + "^C\n" + interrupted)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stuck.strip())
+
+
+def test_the_group_torn_down_after_a_requested_stop_is_no_failure():
+    text = (
+        "[2026-08-18 14:01:25 TP0 EP0] Decode batch, #running-req: 29, #token: 586393, token "
+        "usage: 0.21, cuda graph: True, gen throughput (token/s): 1943.66, #queue-req: 0\n"
+        "[2026-08-18 14:01:27] SIGTERM received. signum=None frame=None. Draining requests and "
+        "shutting down...\n"
+        "[2026-08-18 14:01:32] Gracefully exiting... Remaining number of requests 0.\n"
+        "[rank13]:[W818 14:02:21.551204718 TCPStore.cpp:125] [c10d] recvValue failed on "
+        "SocketImpl(fd=77, addr=[kimi-k2-0-1]:53866, remote=[kimi-k2-0]:20000): failed to recv\n"
+        "[rank13]:[W818 14:02:21.551390211 ProcessGroupNCCL.cpp:1771] [PG ID 0 PG GUID 0 Rank "
+        '13] Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut '
+        "down too early), with error: failed to recv, got 0 bytes\n"
+    )
+    assert run(text).failure_class is C.NONE
+
+
+def test_the_operators_commands_after_a_stuck_start_are_not_its_last_words():
+    last = "(pid=19907, ip=172.31.40.12) [2025-04-22 16:31:21 TP15] Init torch distributed begin."
+    text = (
+        f"{last}\n^C\n$ ray job stop raysubmit_Q3nV --address http://172.31.40.11:8265\n"
+        "Attempting to stop job 'raysubmit_Q3nV'\nJob 'raysubmit_Q3nV' was stopped\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, last)
 
 
 def test_a_clean_log_with_informational_failures_is_none():

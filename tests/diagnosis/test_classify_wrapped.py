@@ -1,7 +1,7 @@
 """A log reads the same whatever collected it.
 
 Operators paste what their collector kept: `kubectl logs --timestamps` or `--prefix`, the
-kubelet's CRI files, docker's json-file records, docker compose, journald, Slurm's
+kubelet's CRI files, docker's json-file records, docker compose (its colours left in or not), journald, Slurm's
 `srun --label`, Ray's worker prefix, Windows line ends, or one of these inside another. Every
 labelled log (the corpus and the held-out sets) is wrapped line by line and must get the
 class it gets bare, and the same root-cause line, wrapped as the log wraps it. This asks
@@ -33,6 +33,7 @@ WRAPPERS: dict[str, Callable[[int, str], str]] = {
         {"log": line + "\n", "stream": "stderr", "time": _stamp(i)}
     ),
     "docker compose": lambda i, line: f"sglang-1  | {line}",
+    "docker compose, coloured": lambda i, line: f"\x1b[36msglang-1  |\x1b[0m {line}",
     "journald": lambda i, line: f"Mar 01 10:00:{i % 60:02d} gpu-3 python3[4242]: {line}",
     "slurm --label": lambda i, line: f"0: {line}",
     "ray worker": lambda i, line: f"(SGLangWorker pid=5120) {line}",
