@@ -39,7 +39,6 @@ from bench.common import REPO, emit, free_port, note, percentile, write_daemon_c
 from bench.loggen import repeat_log, startup_lines, write_log
 from bench.previous import export_previous, run_module
 from exporter import app as app_module
-from exporter.app import build_daemon
 from exporter.attempt.states import ServerState
 from exporter.config import load_config
 from exporter.logs.tailer import LogTailer
@@ -152,7 +151,7 @@ def run(
         tmp = Path(tmp_name)
         config = load_config(write_config(tmp, runs, age_log))
         timeline = Timeline()
-        daemon = build_daemon(config)
+        daemon = app_module.build_daemon(config)
         # Instance and class wrappers only in this process; the daemon's code is untouched.
         timeline.wrap(daemon, "_end", "end_called")
         timeline.wrap(AttemptProcesses, "stop", "processes.stop")

@@ -34,8 +34,10 @@ _ONE_DAEMON = (
 
 def one_daemon(tree: Path, runs: int) -> dict:
     command = [PYTHON, "-c", _ONE_DAEMON, str(runs)]
-    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
+    done = subprocess.run(
+        command, cwd=tree, capture_output=True, text=True, check=False, timeout=runs * 60
+    )
+    if done.returncode != 0 or not done.stdout.strip():
         raise SystemExit(f"bench.crash_pooled: the crash run in {tree} failed:\n{done.stderr}")
     return json.loads(done.stdout.splitlines()[-1])
 

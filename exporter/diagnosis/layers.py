@@ -224,7 +224,7 @@ def _by_error_wording(attempt: Reading) -> Verdict | None:
         family = family_of(message, in_exception=is_exception(attempt.ordered[i]))
         if family is not None:
             failure_class = _worded_class(family, attempt, i)
-            if failure_class is FailureClass.DISTRIBUTED_INIT and i > attempt.stopped_at:
+            if family.name == "peers_and_transport" and i > attempt.stopped_at:
                 continue  # a stop tears the group down under its ranks (reading._after_a_stop)
             return Verdict(
                 failure_class, i, "wording", family.name, Confidence.LOW, _LINE_WORDING_SCORE

@@ -18,7 +18,6 @@ from exporter.diagnosis.signatures import (
     SIGNATURES,
     Signature,
 )
-from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Outcome
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.events import Event, EventKind
@@ -28,7 +27,15 @@ from exporter.logs.tracebacks import EXCEPTION_LINE
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
 _CARETS = re.compile(r"^[\s^~]+$")
-_OPERATOR = re.compile(r"\^C$|\$ |[\w.-]+@[\w.-]+:\S*[$#] ")  # Ctrl-C, a shell prompt
+# What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
+# (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
+_OPERATOR = re.compile(
+    r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
+    r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
+)
+_PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
+# Signatures of a process group that lost a member: after a requested stop, its teardown.
+GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
 PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 IGNORED_ERRORS = ("Ignore import error when loading",)
 # Lines that start a new thought: a wrapped line never continues into one of these.
@@ -80,7 +87,8 @@ class Reading:
     @cached_property
     def failure_lines(self) -> list[int]:
         """Positions of the lines that say something failed (vocabulary.says_failed), outside
-        traceback frames and the code lines printed under them; several layers ask."""
+        traceback frames and the code lines printed under them, and not a Ctrl-C's traceback;
+        several layers ask."""
         ordered = self.ordered
         found = []
         for i, line in enumerate(ordered):
@@ -114,13 +122,20 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
 def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
     """A traceback that ends in KeyboardInterrupt, or that exception: a Ctrl-C (SIGINT)
     stopped the process where it was, which reports a stop, not a failure."""
-    message = ordered[position].message
-    if message == "KeyboardInterrupt" or not message.startswith("Traceback"):
-        return message == "KeyboardInterrupt"
-    for line in ordered[position + 1 :]:
-        if is_exception(line):
-            return line.message.startswith("KeyboardInterrupt")
+    line = ordered[position]
+    if not line.message.startswith("Traceback"):
+        return _is_interrupt(line)
+    for following in ordered[position + 1 :]:
+        if following.message.startswith("Traceback") or following.has_sglang_prefix:
+            return False  # another traceback, or the server again: this one was cut off
+        if is_exception(following):
+            return _is_interrupt(following)
     return False
+
+
+def _is_interrupt(line: LogLine) -> bool:
+    match = EXCEPTION_LINE.match(line.message)
+    return match is not None and match.group("type") == "KeyboardInterrupt"
 
 
 def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
@@ -181,8 +196,9 @@ def _drop_expected(
     hits: list[Hit], ordered: Sequence[LogLine], events: Sequence[Event], position_of: dict
 ) -> list[Hit]:
     """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
-    loading ...`` and the text it quotes on the next line), and weak signs such as a shell's
-    ``Killed`` after a graceful SIGTERM (SGLang ends even a clean drain with SIGKILL)."""
+    loading ...`` and the text it quotes on the next line), and after a graceful SIGTERM weak
+    signs such as a shell's ``Killed`` (SGLang ends even a clean drain with SIGKILL) and the
+    process group torn down (``_after_a_stop``)."""
     ignored = set()
     for i, line in enumerate(ordered):
         if line.message.startswith(IGNORED_ERRORS):
@@ -204,7 +220,7 @@ def _drop_expected(
 def _after_a_stop(signature: Signature) -> bool:
     """What a requested stop brings about: weak signs, and the process group torn down under
     the ranks still in it (a peer's store gone, a collective cut short)."""
-    return signature.priority < DECISIVE or signature.failure_class is FailureClass.DISTRIBUTED_INIT
+    return signature.priority < DECISIVE or signature.name in GROUP_TORN_DOWN
 
 
 def _wrapped(first: str, second: str) -> list[Signature]:
@@ -230,14 +246,21 @@ def _wrapped(first: str, second: str) -> list[Signature]:
 def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
     """The last thing the server said before it went silent; Python's UserWarnings (and the
     ``warnings.warn(...)`` source line under each) are import-time noise, not progress, a
-    reporter's "(nothing after this)" is no log line, and neither is what the operator typed
-    after the server's last line (a ``^C``, a shell prompt, and the output of its commands)."""
-    end = len(ordered)
+    reporter's "(nothing after this)" is no log line, and neither is what followed the
+    server's last line from an operator (a ``^C``, a Ctrl-C's traceback, a shell prompt and
+    the output of its commands)."""
+    end = tail_end = len(ordered)
     for i in range(len(ordered) - 1, -1, -1):
         if ordered[i].has_sglang_prefix:
+            end = tail_end  # the server spoke before that tail: it is not the server's
             break
-        if _OPERATOR.match(ordered[i].message):
-            end = i
+        message = ordered[i].message
+        if (
+            _OPERATOR.match(message)
+            or _interrupted(ordered, i)
+            or (i + 1 == tail_end and _PROCESS_HEADER.match(message))
+        ):
+            tail_end = i
     for i in range(end - 1, -1, -1):
         message = ordered[i].message
         if (

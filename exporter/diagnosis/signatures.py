@@ -405,12 +405,13 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
     ),
     sig(
-        # The HIP runtime's own report, by its error name (hipErrorNoBinaryForGpu,
-        # hipErrorInvalidDeviceFunction, ...): ROCm's twin of cudaError.
+        # The HIP runtime's fatal report, its error name first ("hipErrorNoBinaryForGpu:
+        # Unable to find code object ..."): ROCm's twin of cudaError. Not its API trace
+        # (AMD_LOG_LEVEL), where a poll's hipErrorNotReady is no failure.
         "hip_runtime_error",
         C.CUDA_ERROR,
         "hipError",
-        r"\bhipError(?!OutOfMemory)[A-Z]\w+",
+        r"^hipError(?!OutOfMemory|NotReady)[A-Z]\w+: ",
         80,
     ),
     sig(

@@ -16,17 +16,18 @@ from exporter.history.merge import Merged
 from exporter.history.records import HistoryRead
 
 HISTORY_FILE = "attempts.jsonl"
-_HEAD_BYTES = 256  # what names the file beside its inode: its first record, about
+_HEAD_BYTES = 256  # of the first record: its type, attempt and time come first
 
 
 @dataclass(frozen=True)
 class _Resume:
     """Where the last read stopped: the file, by inode and first bytes; the offset of the
-    end of its last complete line; what the lines before it merged into."""
+    end of its last complete line, and that line; what the lines merged into."""
 
     inode: int
     head: bytes
     offset: int
+    last_line: bytes
     merged: Merged
 
 
@@ -82,21 +83,28 @@ class History:
         """The attempts so far; a missing file is an empty history. OSError if unreadable.
 
         Only the bytes appended since the last read are parsed (the decision after every
-        crash reads the history, which only grows); another file in its place, or one
-        that shrank, is read from the start."""
+        crash reads the history, which only grows); another file in its place, one that
+        shrank or one rewritten is read from the start."""
         try:
             with open(self.path, "rb") as handle:
                 inode = os.fstat(handle.fileno()).st_ino
-                merged, offset = self._resumed(handle, inode)
+                resumed = self._resumed(handle, inode)
+                merged = resumed.merged if resumed else Merged()
+                offset = resumed.offset if resumed else 0
                 handle.seek(offset)
                 data = handle.read()
         except FileNotFoundError:
             self._last = None
             return HistoryRead(attempts=[], corrupt_lines=0, warnings=[])
+        self._last = None  # until the merge has taken the new lines
         complete = data.rfind(b"\n") + 1
         merged.feed(data[:complete])
-        head = self._last.head if offset else data[: min(complete, _HEAD_BYTES)]
-        self._last = _Resume(inode, head, offset + complete, merged)
+        if complete:  # the last complete line: the new bytes start at a line's start
+            last_line = data[data.rfind(b"\n", 0, complete - 1) + 1 : complete]
+            head = resumed.head if resumed else data[: min(complete, _HEAD_BYTES)]
+            self._last = _Resume(inode, head, offset + complete, last_line, merged)
+        elif resumed:
+            self._last = resumed
         if complete == len(data):
             return merged.read()
         # A last line with no newline yet: read it, but parse it again next time.
@@ -104,18 +112,15 @@ class History:
         with_tail.feed(data[complete:])
         return with_tail.read()
 
-    def _resumed(self, handle: BinaryIO, inode: int) -> tuple[Merged, int]:
-        """The merge to go on with and the offset it ends at: the last read's, when this
-        is still its file (same inode and first bytes: an inode number may be reused) and
-        a line still ends where that read stopped (a file that shrank has no byte there)."""
+    def _resumed(self, handle: BinaryIO, inode: int) -> _Resume | None:
+        """The last read, when this is still its file (the same inode, first bytes and line
+        before where that read stopped: an inode number may be reused, and a file rewritten
+        in place may keep its first record); else None, to read from the start."""
         last = self._last
-        if last is None or not last.offset or inode != last.inode:
-            return Merged(), 0
-        if handle.read(len(last.head)) == last.head:
-            handle.seek(last.offset - 1)
-            if handle.read(1) == b"\n":
-                return last.merged, last.offset
-        return Merged(), 0
+        if last is None or inode != last.inode or handle.read(len(last.head)) != last.head:
+            return None
+        handle.seek(last.offset - len(last.last_line))
+        return last if handle.read(len(last.last_line)) == last.last_line else None
 
     def next_attempt_id(self) -> int:
         return max((record.attempt for record in self.read().attempts), default=0) + 1

@@ -13,9 +13,10 @@ from pathlib import Path
 TIME_FIELDS = {"start": "started_at", "ready": "ready_at", "end": "ended_at"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttemptRecord:
-    """One attempt, merged from its start, ready and end records."""
+    """One attempt, merged from its start, ready and end records. Frozen: one record is
+    shared by every read of a History after the read that merged it (history/file.py)."""
 
     attempt: int
     profile: str | None = None

@@ -21,9 +21,12 @@ _SGLANG_PREFIX = re.compile(
     r"((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\]\s*"
 )
 _TP_RANK = re.compile(r"TP(\d+)")
-# A terminal's control sequences (colours, cursor moves) that `docker compose up` and other
-# tools leave in a paste: ESC [ parameters, intermediates, a final byte.
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# A terminal's control sequences that `docker compose up` and other tools leave in a paste:
+# colours and cursor moves (ESC [ ... final byte), titles (ESC ] ... BEL or ESC \), and
+# character sets (ESC ( B, as `tput sgr0` ends).
+_ANSI_ESCAPE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z])"
+)
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
 # search starts again on what is left (a kubectl prefix over a Ray worker's, ...).

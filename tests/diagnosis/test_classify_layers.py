@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from exporter.diagnosis.classify import Confidence, Outcome, classify
+from exporter.diagnosis.reading import last_meaningful
 from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.lines import parse_line
 from exporter.logs.reader import read_log
 
 
@@ -403,6 +405,15 @@ def test_an_outside_memory_monitor_is_a_kill_not_a_device_oom():
     assert run(driver + "\n").failure_class is C.KILLED_BY_SIGNAL
 
 
+def test_the_hip_runtimes_api_trace_is_no_failure():
+    text = (
+        "[2025-08-19 14:03:31] The server is fired up and ready to roll!\n"
+        ":3:hip_event.cpp:362 : 9135550393 us: [pid:412 tid:0x7f] hipEventQuery: Returned "
+        "hipErrorNotReady : \n"
+    )
+    assert run(text).failure_class is C.NONE
+
+
 def test_the_hip_runtime_naming_its_error_outranks_the_scheduler_that_died_of_it():
     hip = "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!"
     text = (
@@ -451,8 +462,14 @@ def test_a_ctrl_c_after_serving_is_a_stop_and_during_a_stuck_start_a_hang():
     )
     assert run(served + interrupted).failure_class is C.NONE
     stuck = "[2025-04-03 22:41:18 TP0] Load weight begin. avail mem=44.10 GB\n"
-    result = run(stuck + "^C\n" + interrupted)
-    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stuck.strip())
+    for echo in ("^C\n", ""):  # a terminal echoes the Ctrl-C; a redirected log does not
+        result = run(stuck + echo + interrupted)
+        assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stuck.strip())
+    # A traceback cut off before its exception stays an error of its own after a Ctrl-C's.
+    cut = (
+        'Traceback (most recent call last):\n  File "/srv/app.py", line 3, in <module>\n    do()\n'
+    )
+    assert run(stuck + cut + stuck + interrupted).failure_class is C.OTHER
 
 
 def test_the_group_torn_down_after_a_requested_stop_is_no_failure():
@@ -479,6 +496,13 @@ def test_the_operators_commands_after_a_stuck_start_are_not_its_last_words():
     )
     result = run(text)
     assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, last)
+    for prompt in ("root@gpu-3:/sgl-workspace#", "(venv) kai@ws:~$ nvidia-smi", "[root@h ~]#"):
+        assert run(f"{last}\n{prompt}\n").root_cause_line == last
+    # The command that started it, atop a paste with no prefixed line, ends nothing.
+    loading = "Loading safetensors checkpoint shards:  50% Completed | 2/4 [00:09<00:09]"
+    started = "$ python3 -m sglang.launch_server --model-path /m --tp 2\nLoad weight begin.\n"
+    lines = [parse_line(n, raw) for n, raw in enumerate([*started.splitlines(), loading], 1)]
+    assert last_meaningful(lines) == 2
 
 
 def test_a_clean_log_with_informational_failures_is_none():

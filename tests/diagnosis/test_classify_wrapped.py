@@ -2,9 +2,9 @@
 
 Operators paste what their collector kept: `kubectl logs --timestamps` or `--prefix`, the
 kubelet's CRI files, docker's json-file records, docker compose (its colours left in or not), journald, Slurm's
-`srun --label`, Ray's worker prefix, Windows line ends, or one of these inside another. Every
-labelled log (the corpus and the held-out sets) is wrapped line by line and must get the
-class it gets bare, and the same root-cause line, wrapped as the log wraps it. This asks
+`srun --label`, Ray's worker prefix, Windows line ends, or one of these inside another. Each wrapper is
+applied, line by line, to a fifth of the labelled logs (the corpus and the held-out sets),
+and each log must get the class it gets bare, and the same root-cause line, wrapped as the log wraps it. This asks
 nothing of the labels: it holds where the classifier is wrong too.
 """
 
@@ -70,7 +70,7 @@ def _wrapped(text: str, how: str) -> tuple[str, dict[str, set[str]]]:
 
 @pytest.mark.parametrize("how", [*WRAPPERS, CRLF])
 def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
-    # Each wrapper on a fifth of the logs, a different fifth each: every log meets two.
+    # Each wrapper on a fifth of the logs, the fifths in turn: every log meets two or three.
     offset = [*WRAPPERS, CRLF].index(how) % 5
     changed = []
     for name, directory, file in LOGS[offset::5]:

@@ -344,6 +344,12 @@ def test_a_file_rewritten_in_place_is_read_again_from_the_start(tmp_path):
     write(other, start(2, T0), end(2, T0 + 1))
     history.path.write_bytes(other.path.read_bytes())
     assert [record.attempt for record in history.read().attempts] == [2]
+    # Rewritten keeping its first record (an edited copy written back), grown past where
+    # the last read stopped: only the bytes before that point tell.
+    edited = History(tmp_path / "edited")
+    write(edited, start(2, T0), end(2, T0 + 7), start(3, T0 + 8))
+    history.path.write_bytes(edited.path.read_bytes())
+    assert history.read() == parse_history(history.path.read_bytes())
 
 
 def test_what_a_read_returned_does_not_change_with_later_records(tmp_path):

@@ -823,7 +823,7 @@ def test_adopted_server_that_serves_gets_its_ready_record(tmp_path, launchers, d
     """Breaks: kill -9 of the daemon after the log said ready but before /health answered
     200 (so before the `ready` record). Must survive: the restarted daemon adopts the server,
     sees it healthy, and the history records that the attempt served (ready_at), as for
-    every attempt that serves (history.py: "a ready record once it serves"); the policy's
+    every attempt that serves (exporter/history: "a ready record once it serves"); the policy's
     healthy_reset_s and `sglang-sentinel history` depend on it."""
     healthy = tmp_path / "healthy"
     port = free_port()
