@@ -159,29 +159,27 @@ def main(quick: bool = False) -> None:
                 child.stop()
             daemon.stop(timeout_s=60)
     rss_mb = rss["daemon"] / 2**20
-    for peer, label in PEER_LABELS.items():
-        if peer not in rss:
-            continue
+    # One record per installed peer; without any, the daemon's own figures alone.
+    present = [peer for peer in PEER_LABELS if peer in rss] or [None]
+    for peer in present:
         emit(
-            f"idle_rss_vs_{peer}",
+            f"idle_rss_vs_{peer}" if peer else "idle_rss",
             rss_mb,
             "MB",
             f"< {RSS_TARGET_MB:g} MB",
             rss_mb < RSS_TARGET_MB,
-            label,
-            rss[peer] / 2**20,
-            rss["daemon"] / rss[peer],
+            PEER_LABELS.get(peer),
+            rss[peer] / 2**20 if peer else None,
+            rss["daemon"] / rss[peer] if peer else None,
         )
-    for peer, label in PEER_LABELS.items():
-        if peer not in cpu:
-            continue
+    for peer in present:
         emit(
-            f"idle_cpu_vs_{peer}",
+            f"idle_cpu_vs_{peer}" if peer else "idle_cpu",
             cpu["daemon"],
             "% of one core",
             f"< {CPU_TARGET:g}%",
             cpu["daemon"] < CPU_TARGET,
-            label,
-            cpu[peer],
-            cpu["daemon"] / cpu[peer] if cpu[peer] else None,
+            PEER_LABELS.get(peer),
+            cpu[peer] if peer else None,
+            cpu["daemon"] / cpu[peer] if peer and cpu[peer] else None,
         )
