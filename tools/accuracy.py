@@ -34,6 +34,7 @@ LABELLED_SETS = {
     "heldout6": DATA / "heldout6",
     "heldout7": DATA / "heldout7",
     "heldout8": DATA / "heldout8",
+    "heldout9": DATA / "heldout9",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -33,6 +33,7 @@ _OPERATOR = re.compile(
     r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
     r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
 )
+_MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
@@ -100,6 +101,7 @@ class Reading:
                 and not PY_WARNING.search(message)
                 and not message.startswith(IGNORED_ERRORS)
                 and not _interrupted(ordered, i)
+                and not reporters_words(line)
             ):
                 found.append(i)
         return found
@@ -153,6 +155,16 @@ def is_exception(line: LogLine) -> bool:
     return EXCEPTION_LINE.match(line.message) is not None
 
 
+def reporters_words(line: LogLine) -> bool:
+    """A line of the report around a pasted log, not of the log: a markdown title or heading,
+    or a question ("... is AWQ not supported with torch compile?"). It may quote the error;
+    the log's own line with it is the evidence."""
+    message = line.message
+    if _MARKDOWN_TITLE.match(message):
+        return True
+    return message.endswith("?") and not line.has_sglang_prefix and not is_exception(line)
+
+
 def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
     hits: list[Hit] = []
     previous: LogLine | None = None
@@ -165,7 +177,7 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
             and not is_exception(line)
             and not _asserts_bare(ordered, i)
         )
-        if line.number in skip or is_source:
+        if line.number in skip or is_source or reporters_words(line):
             previous = line if is_source else None
             continue
         text = line.message

@@ -114,14 +114,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "prefill_decode_oom",
         C.KV_POOL_EXHAUSTED,
         (
-            "out of memory. Try to lower",
+            "ut of memory. Try to lower",
             "runs out of memory",
             "smaller number for `--max-running-requests`",
             "Out of memory even after retracting",
         ),
+        # The token pool: "Prefill/Decode out of memory. Try to lower your batch size", and
+        # the allocator's own "Out of memory. Try to lower your batch size." (alloc_token_slots).
         # The request slots: "alloc_req_slots runs out of memory. Please set a smaller number
         # for `--max-running-requests`" (0.4.6+), plain "Out of memory. Please set ..." before.
-        r"(?:Prefill|Decode) out of memory\. Try to lower|alloc_req_slots runs out of memory"
+        r"(?:Prefill|Decode) out of memory\. Try to lower|Out of memory\. Try to lower your batch"
+        r"|alloc_req_slots runs out of memory"
         r"|Please set a smaller number for `--max-running-requests`"
         r"|Out of memory even after retracting",
         100,
@@ -478,6 +481,14 @@ SIGNATURES: tuple[Signature, ...] = (
         # was restarted for it. Below any exception: a crashed scheduler fails probes too.
         r"Liveness probe failed|failed liveness probe, will be restarted",
         40,
+    ),
+    sig(
+        "workers_never_healthy",
+        C.HANG_TIMEOUT,
+        "to become healthy",
+        # A router or gateway that gave up waiting for its workers' /health at its start.
+        r"[Tt]imeout \d+ ?s waiting for workers? .* to become healthy",
+        90,
     ),
     sig(
         "watchdog",

@@ -113,6 +113,8 @@ FAMILIES: tuple[Family, ...] = (
         r"|nvcc|\bninja\b|\bJIT\b|no kernel image|MLIR|cutlass|triton|error building extension"
         r"|collect2|ld returned|cannot find -l|NVRTC|unsupported gpu architecture"
         r"|sm_\d+a? is not supported|InductorError|tilelang"
+        # torch.compile's own failures (Dynamo tracing, the backend compiler)
+        r"|torch\._dynamo\.exc\.|BackendCompilerFailed"
         r"|too many resources requested for launch|fatal error: [\w/.]+\.(?:h|hpp|cuh): No such",
     ),
     _family(

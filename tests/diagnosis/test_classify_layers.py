@@ -101,6 +101,22 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
             "RuntimeError: Out of memory. Please set a smaller number for `--max-running-requests`.",
             C.KV_POOL_EXHAUSTED,
         ),
+        # the token allocator's own words, without "Prefill" or "Decode" before them
+        ("[2025-11-19 15:58:03] Out of memory. Try to lower your batch size.", C.KV_POOL_EXHAUSTED),
+        # torch.compile failing to trace a custom kernel
+        (
+            "torch._dynamo.exc.TorchRuntimeError: Dynamo failed to run FX node with fake "
+            "tensors: call_function sgl_kernel.awq_dequantize.default(*(FakeTensor(...),))",
+            C.KERNEL_ERROR,
+        ),
+        # a router that gave up waiting for its workers at its start
+        (
+            "[Router (Rust)] 2025-06-11 07:49:12 - ERROR - Timeout 300s waiting for workers "
+            '["http://llama-0:30000"] to become healthy. Please set '
+            "--router-worker-startup-timeout-secs (sglang_router --worker-startup-timeout-secs) "
+            "to a larger value",
+            C.HANG_TIMEOUT,
+        ),
         # a hybrid model's state slots, sized at startup, that hold no request (0.5.21+)
         (
             "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
@@ -503,6 +519,17 @@ def test_the_operators_commands_after_a_stuck_start_are_not_its_last_words():
     started = "$ python3 -m sglang.launch_server --model-path /m --tp 2\nLoad weight begin.\n"
     lines = [parse_line(n, raw) for n, raw in enumerate([*started.splitlines(), loading], 1)]
     assert last_meaningful(lines) == 2
+
+
+def test_the_reporters_words_around_a_paste_are_not_its_root_line():
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    for words in (
+        "**[Bug] fp8 KV cache: illegal memory access once a request passes ~64k tokens**",
+        "## illegal memory access with fp8 KV cache",
+        "Why do I get an illegal memory access with the fp8 KV cache?",
+    ):
+        result = run(f"{words}\nThe log:\n{error}\n")
+        assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, error)
 
 
 def test_a_clean_log_with_informational_failures_is_none():
