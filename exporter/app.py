@@ -36,10 +36,10 @@ def build_daemon(
 
 
 def settle() -> None:
-    """Put what starting allocated (the modules, the classifier's tables and patterns, the
-    config) out of the cyclic collector's reach for good: its full collections then scan
-    only what the loop allocated since. Unfrozen, one took 16-30 ms, wherever it fell (on
-    a crash's way to its decision, in a scrape)."""
+    """Put what starting allocated (the modules, the classifier's tables and patterns, and
+    in `run` the config and the daemon) out of the cyclic collector's reach for good: its
+    full collections then scan only what the loop allocated since. Unfrozen, one took
+    16-30 ms, wherever it fell (on a crash's way to its decision, in a scrape)."""
     gc.collect()
     gc.freeze()
 

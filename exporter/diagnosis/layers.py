@@ -223,9 +223,9 @@ def _by_error_wording(attempt: Reading) -> Verdict | None:
         message = attempt.ordered[i].message
         family = family_of(message, in_exception=is_exception(attempt.ordered[i]))
         if family is not None:
-            failure_class = _worded_class(family, attempt, i)
             if family.name == "peers_and_transport" and i > attempt.stopped_at:
                 continue  # a stop tears the group down under its ranks (reading._after_a_stop)
+            failure_class = _worded_class(family, attempt, i)
             return Verdict(
                 failure_class, i, "wording", family.name, Confidence.LOW, _LINE_WORDING_SCORE
             )

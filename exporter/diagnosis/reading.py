@@ -77,13 +77,9 @@ class Reading:
     steps: list[tuple[int, Event]]  # lifecycle events by position
     batches: list[tuple[int, Event]]  # decode batch lines by position
     outcome: Outcome
-
-    @cached_property
-    def stopped_at(self) -> int:
-        """Where SGLang was asked to stop (SIGTERM), or the end: what a stop brings about
-        comes after it."""
-        sigterms = (p for p, e in self.steps if e.kind is EventKind.SIGTERM_RECEIVED)
-        return next(sigterms, len(self.ordered))
+    # Where SGLang was asked to stop (SIGTERM), or the end: what a stop brings about comes
+    # after it.
+    stopped_at: int
 
     @cached_property
     def failure_lines(self) -> list[int]:
@@ -110,15 +106,17 @@ class Reading:
 def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) -> Reading:
     ordered = in_time_order(lines)
     position_of = {line.number: i for i, line in enumerate(ordered)}
-    skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
-    hits = _drop_expected(_find_hits(ordered, skip), ordered, events, position_of)
     placed = sorted(
         ((position_of[e.line.number], e) for e in events if e.line.number in position_of),
         key=lambda pair: pair[0],
     )
     steps = [(p, e) for p, e in placed if e.kind in _LIFECYCLE]
     batches = [(p, e) for p, e in placed if e.kind is EventKind.DECODE_BATCH]
-    return Reading(ordered, hits, steps, batches, outcome)
+    sigterms = (p for p, e in steps if e.kind is EventKind.SIGTERM_RECEIVED)
+    stopped_at = next(sigterms, len(ordered))
+    skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
+    hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at)
+    return Reading(ordered, hits, steps, batches, outcome, stopped_at)
 
 
 def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
@@ -204,9 +202,7 @@ def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
     return following < len(ordered) and ordered[following].message == "AssertionError"
 
 
-def _drop_expected(
-    hits: list[Hit], ordered: Sequence[LogLine], events: Sequence[Event], position_of: dict
-) -> list[Hit]:
+def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int) -> list[Hit]:
     """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
     loading ...`` and the text it quotes on the next line), and after a graceful SIGTERM weak
     signs such as a shell's ``Killed`` (SGLang ends even a clean drain with SIGKILL) and the
@@ -217,15 +213,11 @@ def _drop_expected(
             ignored.add(i)
             if i + 1 < len(ordered) and not ordered[i + 1].has_sglang_prefix:
                 ignored.add(i + 1)
-    sigterm = min(
-        (position_of[e.line.number] for e in events if e.kind is EventKind.SIGTERM_RECEIVED),
-        default=None,
-    )
     return [
         h
         for h in hits
         if h.position not in ignored
-        and not (sigterm is not None and h.position > sigterm and _after_a_stop(h.signature))
+        and not (h.position > stopped_at and _after_a_stop(h.signature))
     ]
 
 
