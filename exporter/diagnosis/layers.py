@@ -40,7 +40,12 @@ _UNKNOWN_EXCEPTION_SCORE = 41
 _RESTARTED_SCORE = 10
 _STOPPED_SCORE = 5
 # Steps a rank is still in until the next one: a fresh init then means the run died in it.
-_UNFINISHED = {EventKind.WEIGHT_LOAD_BEGIN, EventKind.CUDA_GRAPH_BEGIN, *SERVING}
+_UNFINISHED = {
+    EventKind.WEIGHT_LOAD_BEGIN,
+    EventKind.WEIGHT_SHARDS,
+    EventKind.CUDA_GRAPH_BEGIN,
+    *SERVING,
+}
 # A graph capture that starts with almost no memory left, then fails.
 _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
 _STARVED_GB = 0.5

@@ -3,6 +3,7 @@ and the lines that are its evidence."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from exporter.diagnosis.frames import frames_before
@@ -17,6 +18,9 @@ MAX_EVIDENCE = 8
 _OOM_BY_STEP = {
     EventKind.DIST_INIT_BEGIN: FailureClass.WEIGHTS_OOM,
     EventKind.WEIGHT_LOAD_BEGIN: FailureClass.WEIGHTS_OOM,
+    # Loading ends at "Load weight end": after the last shard the quantization and MoE
+    # backends still repack the weights.
+    EventKind.WEIGHT_SHARDS: FailureClass.WEIGHTS_OOM,
     EventKind.WEIGHT_LOAD_END: FailureClass.POOL_INIT_OOM,
     EventKind.MAMBA_CACHE_ALLOCATED: FailureClass.POOL_INIT_OOM,
     EventKind.KV_CACHE_ALLOCATED: FailureClass.POOL_INIT_OOM,
@@ -61,7 +65,25 @@ def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:
         return _OOM_BY_STEP[last_step.kind], True
     if last_step is not None and last_step.kind in SERVING:
         return FailureClass.RUNTIME_OOM, True
-    return FailureClass.RUNTIME_OOM, False  # nothing says where: the commonest case
+    return _guessed_from_wording(ordered[root].message), False
+
+
+# PyTorch's caching allocator reports memory held by CUDA graphs' private pools only when
+# there is some ("..., with 2.17 GiB allocated in private pools (e.g., CUDA Graphs), and ...").
+_ALLOCATOR_REPORT = "is allocated by PyTorch"
+_GRAPH_POOLS = "allocated in private pools"
+# The error as a request's reply quotes it: the server was serving.
+_REPLY = re.compile(r'"message"|\bError code: \d{3}\b|HTTP(?:/[\d.]+)? 5\d\d')
+
+
+def _guessed_from_wording(message: str) -> FailureClass:
+    """Where an OOM that nothing around it places (a pasted line) most likely happened,
+    from its own words. An allocator report with no graph pools comes from before the graphs
+    were captured, where the weights are most of what is allocated; anything else, from a
+    server that was serving: the commonest case."""
+    if _ALLOCATOR_REPORT in message and _GRAPH_POOLS not in message and not _REPLY.search(message):
+        return FailureClass.WEIGHTS_OOM
+    return FailureClass.RUNTIME_OOM
 
 
 def _chain_text(ordered: Sequence[LogLine], position: int, span: int = 60) -> str:

@@ -44,6 +44,7 @@ _NOT_A_CONTINUATION = re.compile(r"^(?:File \"|Traceback|\[|During handling|The 
 _LIFECYCLE = {
     EventKind.DIST_INIT_BEGIN,
     EventKind.WEIGHT_LOAD_BEGIN,
+    EventKind.WEIGHT_SHARDS,
     EventKind.WEIGHT_LOAD_END,
     EventKind.MAMBA_CACHE_ALLOCATED,
     EventKind.KV_CACHE_ALLOCATED,

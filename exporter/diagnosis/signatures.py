@@ -168,9 +168,16 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "cuda_error_oom",
         C.RUNTIME_OOM,
-        ("rror: out of memory", "CPUAllocator: can't allocate memory", "_ALLOC_FAILED"),
+        (
+            "rror: out of memory",
+            "CPUAllocator: can't allocate memory",
+            "_ALLOC_FAILED",
+            " 2 (out of memory)",
+        ),
+        # CUDA's error 2 by number and name, as CUDA checks print it (torch_memory_saver's
+        # "cudaError error: 2 (out of memory)", a CUresult's "error: 2 (out of memory)").
         r"(?:CUDA|HIP) [Ee]rror: out of memory|DefaultCPUAllocator: can't allocate memory"
-        r"|CUBLAS_STATUS_ALLOC_FAILED",
+        r"|CUBLAS_STATUS_ALLOC_FAILED|\berror:? 2 \(out of memory\)",
         84,
         OOM,
     ),

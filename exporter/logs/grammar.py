@@ -270,11 +270,13 @@ COMMON: tuple[LinePattern, ...] = (
         avail_bytes=gib,
     ),
     # tqdm bars (rank 0, no prefix): 0.5.9 ends each shard's line with \n, 0.5.23 and the
-    # graph bar redraw with \r, which the tailer splits on too.
+    # graph bar redraw with \r, which the tailer splits on too. The multi-threaded loader
+    # (enable_multithread_load) says "Multi-thread loading (pt checkpoint )?shards".
     pattern(
         EventKind.WEIGHT_SHARDS,
-        "checkpoint shards:",
-        r"^Loading (?:safetensors|pt|bin) checkpoint shards:\s*(?P<percent>\d+)% Completed "
+        "shards:",
+        r"^(?:Loading (?:safetensors|pt|bin) checkpoint|Multi-thread loading(?: pt checkpoint)?)"
+        r" shards:\s*(?P<percent>\d+)% Completed "
         r"\| (?P<loaded>\d+)/(?P<total>\d+)",
         percent=int,
         loaded=int,

@@ -18,7 +18,7 @@ from tests.conftest import CORPUS
 from tools.accuracy import labels_of, score
 
 # Measured 2026-12-01 on 112 files with the layered classifier; raise, never lower.
-CLASSES_RIGHT_FLOOR = 105
+CLASSES_RIGHT_FLOOR = 109
 ROOT_LINES_RIGHT_FLOOR = 106
 
 

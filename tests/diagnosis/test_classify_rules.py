@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from exporter.diagnosis.classify import Outcome, classify
+from exporter.diagnosis.classify import Confidence, Outcome, classify
 from exporter.diagnosis.taxonomy import DETERMINISTIC, Phase
 from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.events import EventKind
 from exporter.logs.reader import read_log
 from tests.conftest import GOLDEN
 
@@ -103,6 +104,63 @@ def test_oom_without_frames_uses_the_last_startup_step():
     result = run(oom_in("/x/torch/nn/modules/module.py", "_apply", before))
     assert result.failure_class is C.WEIGHTS_OOM
     assert "15.27 GiB free when loading began" in result.diagnosis
+
+
+ALLOCATOR_REPORT = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 2 has a total "
+    "capacity of 23.56 GiB of which 254.50 MiB is free. Including non-PyTorch memory, this process "
+    "has 23.30 GiB memory in use. Of the allocated memory 22.89 GiB is allocated by PyTorch, "
+    "{pools}and 8.74 MiB is reserved by PyTorch but unallocated."
+)
+
+
+def test_a_pasted_oom_line_is_placed_by_the_graph_memory_it_reports():
+    """Nothing around it: with no memory in CUDA graphs' private pools the graphs were not
+    captured yet, so startup, where the weights are; with some, a serving server's."""
+    startup = run(ALLOCATOR_REPORT.format(pools="") + "\n")
+    serving = run(
+        ALLOCATOR_REPORT.format(
+            pools="with 412.00 MiB allocated in private pools (e.g., CUDA Graphs), "
+        )
+        + "\n"
+    )
+    assert (startup.failure_class, startup.phase) == (C.WEIGHTS_OOM, Phase.STARTUP)
+    assert serving.failure_class is C.RUNTIME_OOM
+    # A guess either way: no automatic remedy acts on it.
+    assert startup.confidence is not Confidence.HIGH and serving.confidence is not Confidence.HIGH
+
+
+def test_an_oom_a_request_got_as_its_reply_is_a_serving_one():
+    reply = '{"error":{"message":"' + ALLOCATOR_REPORT.format(pools="") + '","code":500}}'
+    assert run(reply + "\n").failure_class is C.RUNTIME_OOM
+
+
+def test_an_oom_after_the_multithreaded_loaders_last_shard_is_still_loading():
+    """SGLang's multi-threaded loader draws its own bar; the quantization and MoE backends
+    repack the weights after the last shard, before "Load weight end"."""
+    log = (
+        "Multi-thread loading shards: 100% Completed | 142/142 [00:25<00:00,  5.66it/s]\n"
+        "[2026-04-16 01:02:09 TP1] Failed to initialize lk_moe: "
+        + ALLOCATOR_REPORT.format(
+            pools="with 24.00 MiB allocated in private pools (e.g., CUDA Graphs), "
+        )
+        + "\n"
+    )
+    _, events = read_log(log)
+    assert [(e.kind, e.get("loaded")) for e in events][:1] == [(EventKind.WEIGHT_SHARDS, 142)]
+    assert run(log).failure_class is C.WEIGHTS_OOM
+
+
+def test_cudas_error_2_by_number_is_out_of_memory_and_a_retried_allocation_is_not_the_cause():
+    log = (
+        "[torch_memory_saver.cpp] cuMemCreate CUDA_ERROR_OUT_OF_MEMORY (may not be an issue e.g. "
+        "torch allocator will free cache and retry)\n"
+        "[torch_memory_saver.cpp] cudaError error: 2 (out of memory)  file=csrc/core.cpp "
+        "func=resume line=172\n"
+    )
+    result = run(log)
+    assert result.failure_class is C.RUNTIME_OOM
+    assert result.root_cause_line.startswith("[torch_memory_saver.cpp] cudaError error: 2")
 
 
 def test_port_collision_beats_the_later_warmup_failure():
