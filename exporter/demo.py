@@ -45,6 +45,7 @@ mem-fraction-static = 0.005    # far too small: the weights alone exceed the sta
 [sglang.env]
 SGLANG_USE_CPU_ENGINE = "1"
 LD_LIBRARY_PATH = "{library_path}"
+TMPDIR = "{temp_dir}"               # SGLang names its IPC sockets after temp files it leaves
 
 [[profiles]]
 name = "as-configured"
@@ -83,7 +84,8 @@ def write_demo_config(
 ) -> Config:
     """Write the tiny model and the demo's config into ``workdir``; return it loaded."""
     model = write_tiny_model(models / "qwen2-large", runtime, size="large")
-    workdir.mkdir(parents=True, exist_ok=True)
+    temp_dir = workdir / "tmp"
+    temp_dir.mkdir(parents=True, exist_ok=True)
     path = workdir / "demo.toml"
     path.write_text(
         DEMO_CONFIG.format(
@@ -93,6 +95,7 @@ def write_demo_config(
             model=model,
             port=free_port(),
             library_path=runtime.env.get("LD_LIBRARY_PATH", ""),
+            temp_dir=temp_dir,
             metrics_port=metrics_port,
             preflight=preflight,
         )

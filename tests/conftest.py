@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,22 @@ def exposed_samples(families) -> dict[str, list[tuple[dict, float]]]:
 def load_labels(directory: Path) -> list[dict]:
     with open(directory / "labels.jsonl", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_temp_dir() -> Iterator[Path]:
+    """The processes the tests start get a temp directory of their own, removed at the end:
+    SGLang names its IPC sockets after temp files it never removes, and torch leaves a
+    directory behind each time it imports its RPC module, once per SGLang process."""
+    directory = Path(tempfile.mkdtemp(prefix="sentinel-tests-"))
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(directory)
+    yield directory
+    if before is None:
+        del os.environ["TMPDIR"]
+    else:
+        os.environ["TMPDIR"] = before
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

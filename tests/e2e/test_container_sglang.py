@@ -195,14 +195,18 @@ def stop_with_sigterm_once_sglang_runs(command: list[str], tmp_path: Path, name:
 
 def test_run_and_demo_in_both_modes_leave_no_sglang_after_sigterm(tmp_path, runtime, models):
     """Breaks: SIGTERM (not Ctrl-C) to `run`, `demo` and `demo --once` while SGLang starts.
-    Must hold: each exits 0 and no process of any SGLang it started is left."""
+    Must hold: each exits 0 and no process of any SGLang it started is left; the demo's
+    SGLang keeps its temp files in the demo's directory."""
     config = write_config(tmp_path, runtime, models["tiny"])
     cli = [sys.executable, "-m", "exporter.cli"]
     stop_with_sigterm_once_sglang_runs(
         [*cli, "run", "--config", str(config.source)], tmp_path, "run"
     )
+    temp_dir = Path(os.environ["TMPDIR"])
+    before = set(temp_dir.iterdir())
     stop_with_sigterm_once_sglang_runs([*cli, "demo"], tmp_path, "demo")
     stop_with_sigterm_once_sglang_runs([*cli, "demo", "--once", "--json"], tmp_path, "demo-once")
+    assert set(temp_dir.iterdir()) == before
 
 
 def test_a_rank_of_a_two_node_group_that_cannot_form_exits_4_with_the_message(
