@@ -152,6 +152,9 @@ FAMILIES: tuple[Family, ...] = (
         r"(?:config|checkpoint|weights?|tokenizer|safetensors|model)\S* (?:file )?(?:is )?"
         r"(?:not found|missing|does not exist)|no such file or directory: \S*(?:\.json|\.bin"
         r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
+        # an adapter's weights against the buffers the base model gives them
+        r"|(?:buffer|weight) shape .{0,80}(?:does not|doesn't) match (?:the )?"
+        r"(?:buffer|weight) shape"
         r"|HeaderTooLarge|incomplete (?:download|checkpoint)"
         r"|no model weights found|not all (?:parameters|weights) (?:were )?loaded|gguf config",
     ),

@@ -36,7 +36,7 @@ HELDOUT_SETS = (
 )
 # Sets still short of the targets: right classes and root lines, a floor that only rises.
 # heldout9 (40 logs) read 31 and 33 blind; tuned on four of the families its misses showed.
-FLOORS = {"heldout9": (33, 36)}
+FLOORS = {"heldout9": (34, 36)}
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}
     for directory in ("sglang-0.5.9-cpu", "sglang-0.5.23-cpu")

@@ -276,3 +276,13 @@ def test_argparse_error_is_invalid_argument_and_not_retried():
     assert result.failure_class is C.INVALID_ARGUMENT
     assert result.failure_class in DETERMINISTIC
     assert result.root_cause_line == "launch_server.py: error: unrecognized arguments: --foo"
+
+
+def test_an_adapter_whose_weights_do_not_fit_the_base_models_buffers_is_a_model_load_error():
+    log = TRACEBACK.format(
+        path="/x/sglang/srt/lora/mem_pool.py",
+        func="load_lora_weight_tensor",
+        exception="AssertionError: LoRA buffer shape torch.Size([48, 1536]) does not match "
+        "weight shape torch.Size([48, 3584]).",
+    )
+    assert run(log).failure_class is C.MODEL_LOAD_ERROR
