@@ -11,12 +11,15 @@ from exporter.diagnosis.frames import frames_before, is_frame_text, source_line
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
 from exporter.diagnosis.reading import (
+    CARETS,
     SERVING,
     Hit,
     Reading,
     first_real_exception,
     is_exception,
     last_meaningful,
+    pasted_around,
+    typed_by_operator,
 )
 from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
 from exporter.diagnosis.taxonomy import FailureClass
@@ -343,9 +346,7 @@ def _cut_traceback(attempt: Reading) -> Verdict | None:
     """A paste that ends inside a traceback: the frames say what the code was doing."""
     ordered = attempt.ordered
     frames = frames_before(ordered, len(ordered))
-    if not frames or len(ordered) - frames[-1].position > 4:
-        return None
-    if any(is_exception(line) for line in ordered[frames[-1].position :]):
+    if not frames or not _ends_the_log(ordered, frames[-1].position):
         return None
     rule = by_origin(frames, "")
     own = [frame for frame in frames if "/sglang/" in frame.path]
@@ -360,6 +361,29 @@ def _cut_traceback(attempt: Reading) -> Verdict | None:
         _ERROR_LINE_SCORE,
         caveat="the traceback is cut off before its exception: read from the code it was in",
     )
+
+
+def _ends_the_log(ordered: Sequence[LogLine], position: int) -> bool:
+    """Whether the log ends at the frame at ``position``: after it only the frame's code
+    (a statement, the lines its open brackets continue onto, Python 3.11's carets), then what
+    the paste added or an operator typed."""
+    code_lines = 0
+    open_brackets = 0
+    for line in ordered[position + 1 :]:
+        if typed_by_operator(line):
+            return True
+        if pasted_around(line):
+            continue
+        code = code_lines == 0 or open_brackets > 0 or CARETS.match(line.message) is not None
+        if not code or is_exception(line):
+            return False
+        code_lines += 1
+        open_brackets += _balance(line.message)
+    return True
+
+
+def _balance(code: str) -> int:
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
 
 
 def _by_restart(attempt: Reading) -> Verdict | None:

@@ -26,7 +26,7 @@ from exporter.logs.tracebacks import EXCEPTION_LINE
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
-_CARETS = re.compile(r"^[\s^~]+$")
+CARETS = re.compile(r"^[\s^~]+$")
 # What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
 # (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
 _OPERATOR = re.compile(
@@ -164,6 +164,26 @@ def reporters_words(line: LogLine) -> bool:
     return message.endswith("?") and not line.has_sglang_prefix and not is_exception(line)
 
 
+# What a paste puts around a log: a code fence, the HTML of a collapsed block.
+_PASTE_FURNITURE = re.compile(r"^(?:```|~~~|</?(?:details|summary|pre|code)\b)")
+
+
+def pasted_around(line: LogLine) -> bool:
+    """A line the paste added around the log: blank, a fence, the reporter's words."""
+    message = line.message
+    return (
+        not message
+        or _PASTE_FURNITURE.match(message) is not None
+        or _COMMENTARY.match(message) is not None
+        or reporters_words(line)
+    )
+
+
+def typed_by_operator(line: LogLine) -> bool:
+    """A ^C or a shell prompt: what follows is the operator's, not the server's."""
+    return _OPERATOR.match(line.message) is not None
+
+
 def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
     hits: list[Hit] = []
     previous: LogLine | None = None
@@ -198,7 +218,7 @@ def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
     if not _ASSERT_SOURCE.match(ordered[position].message):
         return False
     following = position + 1
-    while following < len(ordered) and _CARETS.match(ordered[following].message):
+    while following < len(ordered) and CARETS.match(ordered[following].message):
         following += 1
     return following < len(ordered) and ordered[following].message == "AssertionError"
 
@@ -249,11 +269,11 @@ def _wrapped(first: str, second: str) -> list[Signature]:
 
 
 def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
-    """The last thing the server said before it went silent; Python's UserWarnings (and the
-    ``warnings.warn(...)`` source line under each) are import-time noise, not progress, a
-    reporter's "(nothing after this)" is no log line, and neither is what followed the
-    server's last line from an operator (a ``^C``, a Ctrl-C's traceback, a shell prompt and
-    the output of its commands)."""
+    """The last thing the server said before it went silent. Python's UserWarnings (and the
+    ``warnings.warn(...)`` source line under each) are import-time noise, not progress; what
+    the paste added (a closing fence, a reporter's "(nothing after this)") is no log line,
+    nor is what followed the server's last line from an operator (a ``^C``, a Ctrl-C's
+    traceback, a shell prompt and the output of its commands)."""
     end = tail_end = len(ordered)
     for i in range(len(ordered) - 1, -1, -1):
         if ordered[i].has_sglang_prefix:
@@ -269,10 +289,9 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
     for i in range(end - 1, -1, -1):
         message = ordered[i].message
         if (
-            message
+            not pasted_around(ordered[i])
             and not PY_WARNING.search(message)
             and not message.startswith("warnings.warn(")
-            and not _COMMENTARY.match(message)
         ):
             return i
     return None
@@ -283,6 +302,6 @@ def assert_source(ordered: Sequence[LogLine], root: int) -> int:
     if ordered[root].message != "AssertionError":
         return root
     source = root - 1
-    while source > 0 and _CARETS.match(ordered[source].message):  # Python 3.11's ^^^^ markers
+    while source > 0 and CARETS.match(ordered[source].message):  # Python 3.11's ^^^^ markers
         source -= 1
     return source if source >= 0 and _ASSERT_SOURCE.match(ordered[source].message) else root

@@ -3,9 +3,9 @@
 SGLang prefixes its records with ``[2026-05-01 12:00:00(.mmm)( DPn)( TPn)] ``. Logs that reach
 us second-hand carry other wrappers too (cloud-logging exports, docker compose, docker's
 json-file records, kubectl timestamps and pod prefixes, the kubelet's CRI files, journald,
-Slurm's ``srun -l`` labels, Ray, torch's ``[rankN]:``), often one inside another, and a
-terminal's colour codes around them; those are peeled off, in any order, so the message can
-be matched, while the raw text is kept for evidence.
+Slurm's ``srun -l`` labels, Ray, torch's ``[rankN]:``, a Markdown quote's ``> ``), often one
+inside another, and a terminal's colour codes around them; those are peeled off, in any order,
+so the message can be matched, while the raw text is kept for evidence.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ _ANSI_ESCAPE = re.compile(
 )
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
-# search starts again on what is left (a kubectl prefix over a Ray worker's, ...).
+# search starts again on what is left (a kubectl prefix over a Ray worker's, ...). A wrapper
+# around an empty line ends the (stripped) line: "sglang-1  |".
 _FOREIGN_PREFIXES = (
     # Cloud logging export: "ERROR 2025-04-05T00:01:19.209110975Z "
     re.compile(
@@ -37,21 +38,23 @@ _FOREIGN_PREFIXES = (
         r"(?P<fts>\d{4}-\d{2}-\d{2}T[\d:.]+Z?) "
     ),
     # the kubelet's CRI log files (/var/log/pods): "2025-04-05T00:01:19.209Z stderr F "
-    re.compile(rf"(?P<fts>{_RFC3339}) (?:stdout|stderr) [FP] "),
+    re.compile(rf"(?P<fts>{_RFC3339}) (?:stdout|stderr) [FP](?: |$)"),
     # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "
-    re.compile(rf"(?P<fts>{_RFC3339}) "),
+    re.compile(rf"(?P<fts>{_RFC3339})(?: |$)"),
     # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "
-    re.compile(r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]: "),
+    re.compile(r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]:(?: |$)"),
     # docker compose: "sglang-1  | "
-    re.compile(r"[\w.-]+\s+\| "),
+    re.compile(r"[\w.-]+\s+\|(?: |$)"),
     # kubectl logs --prefix: "[pod/ds-r1-lws-0/sglang] "
-    re.compile(r"\[pod/[\w.-]+/[\w.-]+\] "),
+    re.compile(r"\[pod/[\w.-]+/[\w.-]+\](?: |$)"),
     # a Ray worker's output: "(ServeReplica:app:SGLang pid=5120) ", "(task, pid=412, ip=10.0.0.2) "
-    re.compile(r"\((?:[\w:.-]+,? )?pid=\d+(?:, ip=[\d.]+)?\) "),
+    re.compile(r"\((?:[\w:.-]+,? )?pid=\d+(?:, ip=[\d.]+)?\)(?: |$)"),
     # torch distributed: "[rank3]:"
     re.compile(r"\[rank\d+\]:"),
     # Slurm's srun --label: "0: ", "12: " (the task number)
     re.compile(r"\d{1,5}: "),
+    # a Markdown quote of the log in a reply ("> ", once per level; not a REPL's ">>> ")
+    re.compile(r">(?: |$)"),
 )
 
 

@@ -2,10 +2,12 @@
 
 Operators paste what their collector kept: `kubectl logs --timestamps` or `--prefix`, the
 kubelet's CRI files, docker's json-file records, docker compose (its colours left in or not), journald, Slurm's
-`srun --label`, Ray's worker prefix, Windows line ends, or one of these inside another. Each wrapper is
-applied, line by line, to a fifth of the labelled logs (the corpus and the held-out sets),
-and each log must get the class it gets bare, and the same root-cause line, wrapped as the log wraps it. This asks
-nothing of the labels: it holds where the classifier is wrong too.
+`srun --label`, Ray's worker prefix, Windows line ends, or one of these inside another; a reply
+quotes it. Each wrapper is applied, line by line, to a fifth of the labelled logs (the corpus
+and the held-out sets), and each log must get the class it gets bare, and the same root-cause
+line, wrapped as the log wraps it. So must a log framed as reports frame it: fenced, collapsed,
+under an issue template's headings, below the command that ran it, above what the operator
+typed after it. This asks nothing of the labels: it holds where the classifier is wrong too.
 """
 
 from __future__ import annotations
@@ -38,6 +40,35 @@ WRAPPERS: dict[str, Callable[[int, str], str]] = {
     "slurm --label": lambda i, line: f"0: {line}",
     "ray worker": lambda i, line: f"(SGLangWorker pid=5120) {line}",
     "nested": lambda i, line: f"{_stamp(i)} [pod/ray-0/worker] (RayWorker pid=9) 1: {line}",
+    "markdown quote": lambda i, line: f"> {line}",
+    "markdown quote in a quote": lambda i, line: f"> > {line}",
+    "markdown indented block": lambda i, line: f"    {line}",
+}
+# How a report frames the log it pastes: the lines before it and after it.
+FRAMES: dict[str, tuple[list[str], list[str]]] = {
+    "fenced, with a question": (
+        ["I get this error when launching:", "", "```"],
+        ["```", "", "Any idea?"],
+    ),
+    "collapsed block": (
+        ["<details><summary>Full log</summary>", "", "```text"],
+        ["```", "</details>"],
+    ),
+    "issue template": (
+        ["**Describe the bug**", "", "### Reproduction", "", "```shell"],
+        ["```", "", "### Environment"],
+    ),
+    "the command on top": (["$ python3 -m sglang.launch_server --model-path /m --tp 2", ""], []),
+    "the operator's tail": (
+        [],
+        [
+            "^C",
+            "(venv) user@gpu-node:~$ nvidia-smi",
+            "+-----------------------------------------------------------------------------+",
+            "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |",
+            "(venv) user@gpu-node:~$",
+        ],
+    ),
 }
 CRLF = "CRLF line ends"
 
@@ -81,4 +112,17 @@ def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
         same_root = got_root is None if bare_root is None else got_root in forms[bare_root]
         if got_class != bare_class or not same_root:
             changed.append(f"{name}/{file}: {bare_class} -> {got_class}, root {got_root!r}")
+    assert changed == []
+
+
+@pytest.mark.parametrize("how", FRAMES)
+def test_every_labelled_log_reads_the_same_framed_as_a_report(how):
+    before, after = FRAMES[how]
+    changed = []
+    for name, directory, file in LOGS[list(FRAMES).index(how) :: len(FRAMES)]:
+        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
+        bare = _read(text)
+        framed = _read("\n".join([*before, *text.splitlines(), *after]) + "\n")
+        if framed != bare:
+            changed.append(f"{name}/{file}: {bare[0]} -> {framed[0]}, root {framed[1]!r}")
     assert changed == []
