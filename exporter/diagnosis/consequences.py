@@ -3,14 +3,19 @@ Applied to every layer's verdicts before the best one is taken (classify.py)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 from exporter.diagnosis.layers import CONFIDENT
-from exporter.diagnosis.reading import IGNORED_ERRORS, Reading
+from exporter.diagnosis.reading import IGNORED_ERRORS, SERVING, Reading
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
 
+# A client's report of a request refused for its own fault.
+_REFUSED = re.compile(
+    r"\b(?:Error code: 4\d\d|BadRequestError|RateLimitError|UnprocessableEntityError)\b"
+)
 _GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
@@ -23,7 +28,23 @@ _DEVICE_OOM = (
 def after_causes(attempt: Reading, verdicts: Sequence[Verdict]) -> list[Verdict]:
     """The verdicts best first, each consequence below its cause."""
     ranked = [_ranked_below_its_cause(v, verdicts) for v in verdicts]
-    return _swallowed_import(attempt, sorted(ranked, key=lambda v: -v.score))
+    return _survived(attempt, _swallowed_import(attempt, sorted(ranked, key=lambda v: -v.score)))
+
+
+def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
+    """A request refused for its own fault (a 4xx: too long, over a rate limit), with
+    nothing naming a failure and the server serving after it, is no failure of the server."""
+    best = verdicts[0]
+    if (
+        best.failure_class is not FailureClass.OTHER
+        or best.confidence is Confidence.HIGH
+        or best.root is None
+        or not _REFUSED.search(attempt.ordered[best.root].message)
+        or not any(p > best.root for p, event in attempt.steps if event.kind in SERVING)
+    ):
+        return verdicts
+    healthy = next(v for v in verdicts if v.failure_class is FailureClass.NONE)
+    return [healthy, *verdicts]
 
 
 def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:

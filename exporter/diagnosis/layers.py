@@ -15,6 +15,7 @@ from exporter.diagnosis.reading import (
     SERVING,
     Hit,
     Reading,
+    ended_on_purpose,
     first_real_exception,
     is_exception,
     last_meaningful,
@@ -413,10 +414,17 @@ def _by_restart(attempt: Reading) -> Verdict | None:
 
 
 def _by_progress(attempt: Reading) -> Verdict:
-    """A log that stops mid-startup with no error: nothing more was ever printed."""
+    """A log that stops mid-startup with no error: nothing more was ever printed (an
+    in-process Engine, which never says it is serving, shutting down is no stop)."""
     reached = {event.kind for _, event in attempt.steps}
     last = last_meaningful(attempt.ordered)
-    if attempt.outcome.exit_code is None and reached and not reached & SERVING and last is not None:
+    if (
+        attempt.outcome.exit_code is None
+        and reached
+        and not reached & SERVING
+        and last is not None
+        and not ended_on_purpose(attempt.ordered, attempt.steps[-1][0])
+    ):
         return Verdict(
             FailureClass.HANG_TIMEOUT,
             last,

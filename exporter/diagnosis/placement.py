@@ -46,6 +46,9 @@ _RUNTIME_FRAMES = (
     "retract_decode",
     "update_running_batch",
 )
+# A serving engine given new weights or its memory back (an RL trainer's weight sync,
+# torch_memory_saver's resume): through the model's load_weights, but at runtime.
+_SERVING_ENGINE_FRAMES = ("update_weights_from", "resume_memory_occupation")
 _RUNTIME_CLASSES = {FailureClass.RUNTIME_OOM, FailureClass.KV_POOL_EXHAUSTED}
 
 
@@ -55,6 +58,8 @@ def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:
     if "graph failed" in nearby and "capture" in nearby:
         return FailureClass.CUDA_GRAPH_OOM, True
     frames = " ".join(frame.text for frame in frames_before(ordered, root))
+    if any(fragment in frames for fragment in _SERVING_ENGINE_FRAMES):
+        return FailureClass.RUNTIME_OOM, True
     for fragments, failure_class in OOM_FRAME_RULES:
         if any(fragment in frames for fragment in fragments):
             return failure_class, True

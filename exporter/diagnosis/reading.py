@@ -33,6 +33,9 @@ _OPERATOR = re.compile(
     r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
     r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
 )
+# Engine.shutdown() and launch_server's finally end the process tree this way; the crash
+# and SIGTERM paths include the parent.
+_OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
 _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
@@ -132,6 +135,14 @@ def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
         if is_exception(following):
             return _is_interrupt(following)
     return False
+
+
+def ended_on_purpose(ordered: Sequence[LogLine], after: int) -> bool:
+    """The process took its own tree down after ``after`` (``Engine.shutdown()``, or
+    ``run_server`` returning), and no Ctrl-C made it."""
+    return any(_OWN_SHUTDOWN.search(line.message) for line in ordered[after:]) and not any(
+        _is_interrupt(line) for line in ordered
+    )
 
 
 def _is_interrupt(line: LogLine) -> bool:

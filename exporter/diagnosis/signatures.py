@@ -215,6 +215,15 @@ SIGNATURES: tuple[Signature, ...] = (
         100,
     ),
     sig(
+        # The in-process Engine (sgl.Engine(**kwargs)) takes its options as keywords of
+        # ServerArgs: one it does not have (vLLM's gpu_memory_utilization) is an unknown flag.
+        "server_args_keyword",
+        C.INVALID_ARGUMENT,
+        "ServerArgs.__init__() ",
+        r"ServerArgs\.__init__\(\) (?:got an unexpected keyword argument|missing \d+ required)",
+        100,
+    ),
+    sig(
         "context_length",
         C.INVALID_ARGUMENT,
         "is greater than the derived context_length",
@@ -455,9 +464,13 @@ SIGNATURES: tuple[Signature, ...] = (
             "ncclRemoteError",
             "TCPStore",
             "memory capacity is unbalanced",
+            "client socket has timed out",
         ),
+        # c10d's store client giving up is quoted whole where SGLang logs the group it could
+        # not form ("Failed to initialize custom process group: The client socket has ...").
         r"DistStoreError|DistNetworkError|DistBackendError|NCCL error|nccl(?:System|UnhandledCuda"
-        r"|Internal|RemoteError|InvalidUsage)|TCPStore|memory capacity is unbalanced",
+        r"|Internal|RemoteError|InvalidUsage)|TCPStore|memory capacity is unbalanced"
+        r"|client socket has timed out after",
         90,
         Resolve.COLLECTIVE,
     ),

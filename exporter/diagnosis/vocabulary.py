@@ -151,7 +151,7 @@ FAMILIES: tuple[Family, ...] = (
         C.MODEL_LOAD_ERROR,
         r"(?:config|checkpoint|weights?|tokenizer|safetensors|model)\S* (?:file )?(?:is )?"
         r"(?:not found|missing|does not exist)|no such file or directory: \S*(?:\.json|\.bin"
-        r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?|missing keys?"
+        r"|\.safetensors|model)|size mismatch for|shape mismatch|unexpected keys?\b|missing keys?"
         # an adapter's weights against the buffers the base model gives them
         r"|(?:buffer|weight) shape .{0,80}(?:does not|doesn't) match (?:the )?"
         r"(?:buffer|weight) shape"
@@ -271,10 +271,12 @@ _NOT_A_FAILURE = re.compile(
     r"|you (?:may|might|can|need to))\b|%\|",
     re.IGNORECASE,
 )
+# SGLang's teardown. Not its kill_process_tree with include_parent=False: that is
+# Engine.shutdown() and launch_server's finally, which every exit passes, clean ones too.
 TEARDOWN = re.compile(
     r"Received sigquit from a child|SIGQUIT received|scheduler is dead|exit code:? -?\d+"
-    r"|Scheduler hit an exception"
-    r"|hit an exception|kill_process_tree called|Child process unexpectedly failed"
+    r"|Scheduler hit an exception|hit an exception"
+    r"|kill_process_tree called(?!.*include_parent=False)|Child process unexpectedly failed"
 )
 
 

@@ -286,3 +286,77 @@ def test_an_adapter_whose_weights_do_not_fit_the_base_models_buffers_is_a_model_
         "weight shape torch.Size([48, 3584]).",
     )
     assert run(log).failure_class is C.MODEL_LOAD_ERROR
+
+
+ENGINE_STARTED = (
+    "[2026-08-24 07:00:12] server_args={'model_path': 'm', 'tp_size': 2}\n"
+    "[2026-08-24 07:01:03] max_total_num_tokens=1873152, chunked_prefill_size=8192, "
+    "max_prefill_tokens=16384, max_running_requests=2048, context_len=131072, "
+    "available_gpu_mem=10.52 GB\n"
+    "batches: 100%|##########| 40/40 [18:21<00:00, 27.54s/it]\n"
+)
+
+
+def test_an_in_process_engine_that_shut_itself_down_stopped_cleanly():
+    """sgl.Engine never says it serves; Engine.shutdown() ends its tree with
+    include_parent=False, as launch_server's finally does on every exit. The crash and
+    SIGTERM paths include the parent: a tail of that is a teardown with its cause cut off."""
+    own = "[2026-08-24 07:19:26] kill_process_tree called: parent_pid=41, include_parent=False, pid=41\n"
+    assert run(ENGINE_STARTED + own).failure_class is C.NONE
+    crashed = own.replace("include_parent=False", "include_parent=True")
+    assert run(ENGINE_STARTED + crashed).failure_class is C.OTHER
+    # A Ctrl-C ends it the same way, and a stuck start it interrupts is still a hang.
+    interrupted = ENGINE_STARTED + "^C\nKeyboardInterrupt\n" + own
+    assert run(interrupted).failure_class is C.HANG_TIMEOUT
+
+
+def test_an_option_the_engines_server_args_lack_is_an_invalid_argument():
+    log = (
+        'File "/x/sglang/srt/entrypoints/engine.py", line 121, in __init__\n'
+        "    server_args = ServerArgs(**kwargs)\n"
+        "TypeError: ServerArgs.__init__() got an unexpected keyword argument "
+        "'gpu_memory_utilization'\n"
+    )
+    assert run(log).failure_class is C.INVALID_ARGUMENT
+
+
+def test_an_oom_while_a_serving_engine_takes_new_weights_is_a_runtime_oom():
+    """An RL trainer's weight sync goes through the model's load_weights, but at runtime."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/managers/tp_worker.py", line 9, in update_weights_from_tensor\n'
+        "    self.model_runner.update_weights_from_tensor(named_tensors)\n"
+        '  File "/x/sglang/srt/models/deepseek_v2.py", line 9, in load_weights\n'
+        "    self.post_load_weights()\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 32.00 MiB.\n"
+    )
+    assert run(log).failure_class is C.RUNTIME_OOM
+    loading = log.replace("update_weights_from_tensor", "load_model")
+    assert run(loading).failure_class is C.WEIGHTS_OOM
+
+
+def test_a_request_refused_for_its_own_fault_on_a_serving_server_is_no_failure():
+    served = (
+        "[2026-02-01 10:00:00] The server is fired up and ready to roll!\n"
+        "[2026-02-01 10:00:05 TP0] Decode batch, #running-req: 1, #token: 10, token usage: 0.01,"
+        " cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0\n"
+    )
+    refused = (
+        "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': "
+        "'The input (141877 tokens) is longer than the model context length (131072 tokens).'}\n"
+    )
+    assert run(served + refused + served.splitlines()[1] + "\n").failure_class is C.NONE
+    # Nothing served after it: the log does not show the server lived.
+    assert run(served + refused).failure_class is C.OTHER
+
+
+def test_a_group_sglang_could_not_form_is_rooted_at_its_own_line_quoting_c10d():
+    log = (
+        "[2025-03-14 09:31:52 TP0] Failed to initialize custom process group: The client socket "
+        "has timed out after 600000ms while trying to connect to (10.244.3.17, 29600)..\n"
+        "RuntimeError: init_weights_update_group failed: Failed to initialize custom process "
+        "group: The client socket has timed out after 600000ms\n"
+    )
+    result = run(log)
+    assert result.failure_class is C.DISTRIBUTED_INIT
+    assert result.root_cause_number == 1
