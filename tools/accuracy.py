@@ -35,6 +35,7 @@ LABELLED_SETS = {
     "heldout7": DATA / "heldout7",
     "heldout8": DATA / "heldout8",
     "heldout9": DATA / "heldout9",
+    "heldout10": DATA / "heldout10",
     "heldout11": DATA / "heldout11",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",

@@ -11,11 +11,15 @@ from exporter.diagnosis.layers import CONFIDENT
 from exporter.diagnosis.reading import IGNORED_ERRORS, SERVING, Reading
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
+from exporter.logs.lines import LogLine
 
 # A client's report of a request refused for its own fault.
 _REFUSED = re.compile(
     r"\b(?:Error code: 4\d\d|BadRequestError|RateLimitError|UnprocessableEntityError)\b"
 )
+# SGLang's OpenAI layer catching a request's error (logger.exception, then a 500 for it).
+_CAUGHT = "Error in request:"
+_HANDLER_SPAN = 30  # lines of the caught error's traceback under its record
 _GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
@@ -32,19 +36,27 @@ def after_causes(attempt: Reading, verdicts: Sequence[Verdict]) -> list[Verdict]
 
 
 def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
-    """A request refused for its own fault (a 4xx: too long, over a rate limit), with
-    nothing naming a failure and the server serving after it, is no failure of the server."""
+    """One request's failure, with nothing naming a failure of the server and the server
+    serving after it, is no failure: a request refused for its own fault (a 4xx: too long,
+    over a rate limit), or one whose error the server's handler caught and answered."""
     best = verdicts[0]
     if (
         best.failure_class is not FailureClass.OTHER
         or best.confidence is Confidence.HIGH
         or best.root is None
-        or not _REFUSED.search(attempt.ordered[best.root].message)
+        or not _one_request(attempt.ordered, best.root)
         or not any(p > best.root for p, event in attempt.steps if event.kind in SERVING)
     ):
         return verdicts
     healthy = next(v for v in verdicts if v.failure_class is FailureClass.NONE)
     return [healthy, *verdicts]
+
+
+def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
+    if _REFUSED.search(ordered[root].message):
+        return True
+    above = ordered[max(0, root - _HANDLER_SPAN) : root]
+    return any(line.message.startswith(_CAUGHT) for line in above)
 
 
 def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:

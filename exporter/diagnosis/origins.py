@@ -64,6 +64,8 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
             "cutlass_",
             "extend_attention",
             "decode_attention",
+            "/attention/fla/",  # the Triton kernels of linear attention (Gated DeltaNet)
+            "/mamba/ops/",
             "/jit/",
             "/jit_kernel/",
             "cpp_extension.py",

@@ -648,6 +648,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|memory leak detected|\[Errno 12\] Cannot allocate memory",
         90,
     ),
+    sig(
+        # A Unix-only module of Python's own library missing: the host is Windows, where
+        # SGLang does not run (WSL2 does). No package installs it. Above missing_package.
+        "unix_only_module",
+        C.OTHER,
+        "No module named '",
+        r"No module named '(?:resource|fcntl|termios|pwd|grp|_posixsubprocess)'",
+        97,
+    ),
 )
 
 

@@ -33,6 +33,7 @@ HELDOUT_SETS = (
     "heldout7",
     "heldout8",
     "heldout9",
+    "heldout10",
     "heldout11",
 )
 # Sets still short of the targets: right classes and root lines, a floor that only rises.

@@ -360,3 +360,46 @@ def test_a_group_sglang_could_not_form_is_rooted_at_its_own_line_quoting_c10d():
     result = run(log)
     assert result.failure_class is C.DISTRIBUTED_INIT
     assert result.root_cause_number == 1
+
+
+def test_a_request_error_the_servers_handler_caught_is_no_failure_while_it_serves_on():
+    served = (
+        "[2026-03-29 15:02:50 TP0] Decode batch, #running-req: 3, #token: 900, token usage: 0.01,"
+        " cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0\n"
+    )
+    caught = (
+        "[2026-03-29 15:02:53] Error in request: 'image_url'\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/sglang/srt/entrypoints/openai/serving_base.py", line 9, in handle_request\n'
+        "    adapted_request, processed_request = self._convert_to_internal_request(\n"
+        "KeyError: 'image_url'\n"
+    )
+    assert run(served + caught + served).failure_class is C.NONE
+    assert (
+        run(served + caught.replace("Error in request", "Scheduler hit an exception")).failure_class
+        is C.OTHER
+    )
+
+
+def test_nccl_debug_infos_words_are_no_error():
+    log = (
+        "[2026-03-29 15:02:50] The server is fired up and ready to roll!\n"
+        "l40s-pair:3011:3072 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. "
+        "Using internal net plugin.\n"
+    )
+    assert run(log).failure_class is C.NONE
+
+
+def test_an_assertion_in_the_linear_attention_kernels_is_a_kernel_error():
+    log = TRACEBACK.format(
+        path="/x/sglang/srt/layers/attention/fla/chunk_delta_h.py",
+        func="chunk_gated_delta_rule_fwd_h",
+        exception="AssertionError: current kernel does not support head dimension larger than 256.",
+    )
+    assert run(log).failure_class is C.KERNEL_ERROR
+
+
+def test_a_unix_only_module_missing_is_a_host_sglang_does_not_run_on_not_a_package():
+    line = "ModuleNotFoundError: No module named 'resource'\n"
+    assert run(line).failure_class is C.OTHER
+    assert run(line.replace("resource", "sgl_kernel")).failure_class is C.DEPENDENCY_ERROR
