@@ -15,12 +15,12 @@ from exporter.diagnosis.reading import (
     SERVING,
     Hit,
     Reading,
+    after_the_log,
     ended_on_purpose,
     first_real_exception,
     is_exception,
     last_meaningful,
     pasted_around,
-    typed_by_operator,
 )
 from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
 from exporter.diagnosis.taxonomy import FailureClass
@@ -367,11 +367,11 @@ def _cut_traceback(attempt: Reading) -> Verdict | None:
 def _ends_the_log(ordered: Sequence[LogLine], position: int) -> bool:
     """Whether the log ends at the frame at ``position``: after it only the frame's code
     (a statement, the lines its open brackets continue onto, Python 3.11's carets), then what
-    the paste added or an operator typed."""
+    the paste added, or the operator's or the report's own lines (``after_the_log``)."""
     code_lines = 0
     open_brackets = 0
     for line in ordered[position + 1 :]:
-        if typed_by_operator(line):
+        if after_the_log(line):
             return True
         if pasted_around(line):
             continue

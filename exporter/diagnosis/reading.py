@@ -36,6 +36,8 @@ _OPERATOR = re.compile(
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
 _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+_QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
 _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
@@ -167,12 +169,20 @@ def is_exception(line: LogLine) -> bool:
 
 def reporters_words(line: LogLine) -> bool:
     """A line of the report around a pasted log, not of the log: a markdown title or heading,
-    or a question ("... is AWQ not supported with torch compile?"). It may quote the error;
-    the log's own line with it is the evidence."""
+    a question ("... is AWQ not supported with torch compile?"), prose in Chinese, Japanese or
+    Korean. It may quote the error; the log's own line with it is the evidence."""
     message = line.message
     if _MARKDOWN_TITLE.match(message):
         return True
-    return message.endswith("?") and not line.has_sglang_prefix and not is_exception(line)
+    if line.has_sglang_prefix or is_exception(line):
+        return False
+    return message.endswith(_QUESTION_MARKS) or (not message.isascii() and _in_cjk_prose(message))
+
+
+def _in_cjk_prose(message: str) -> bool:
+    """Mostly Chinese, Japanese or Korean: the reporter's prose (the software writes English)."""
+    cjk = len(_CJK.findall(message))
+    return cjk > sum(c.isascii() and c.isalpha() for c in message)
 
 
 # What a paste puts around a log: a code fence, the HTML of a collapsed block.
@@ -190,9 +200,12 @@ def pasted_around(line: LogLine) -> bool:
     )
 
 
-def typed_by_operator(line: LogLine) -> bool:
-    """A ^C or a shell prompt: what follows is the operator's, not the server's."""
-    return _OPERATOR.match(line.message) is not None
+def after_the_log(line: LogLine) -> bool:
+    """A line from which on what follows is not the server's: a ^C or a shell prompt (the
+    operator's), a Markdown heading (the report's next section: its environment, ...)."""
+    return (
+        _OPERATOR.match(line.message) is not None or _MARKDOWN_TITLE.match(line.message) is not None
+    )
 
 
 def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
@@ -284,7 +297,8 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
     ``warnings.warn(...)`` source line under each) are import-time noise, not progress; what
     the paste added (a closing fence, a reporter's "(nothing after this)") is no log line,
     nor is what followed the server's last line from an operator (a ``^C``, a Ctrl-C's
-    traceback, a shell prompt and the output of its commands)."""
+    traceback, a shell prompt and the output of its commands) or in the report's next
+    section (under a heading: its environment)."""
     end = tail_end = len(ordered)
     for i in range(len(ordered) - 1, -1, -1):
         if ordered[i].has_sglang_prefix:
@@ -292,7 +306,7 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
             break
         message = ordered[i].message
         if (
-            _OPERATOR.match(message)
+            after_the_log(ordered[i])
             or _interrupted(ordered, i)
             or (i + 1 == tail_end and _PROCESS_HEADER.match(message))
         ):
