@@ -37,6 +37,7 @@ LABELLED_SETS = {
     "heldout9": DATA / "heldout9",
     "heldout10": DATA / "heldout10",
     "heldout11": DATA / "heldout11",
+    "heldout12": DATA / "heldout12",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

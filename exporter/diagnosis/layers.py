@@ -21,6 +21,7 @@ from exporter.diagnosis.reading import (
     is_exception,
     last_meaningful,
     pasted_around,
+    reporters_words,
 )
 from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
 from exporter.diagnosis.taxonomy import FailureClass
@@ -208,13 +209,18 @@ def _worded_class(family: Family, attempt: Reading, position: int) -> FailureCla
 
 def _earliest_statement(ordered: Sequence[LogLine], position: int, message: str) -> int:
     """SGLang often logs an error's message before it raises it: the root is where it was
-    said first."""
+    said first (by the server: a report's title quoting it is not)."""
     if len(message) < _STATEMENT_MIN:
         return position
     quoted = (f'"{message}"', f"'{message}'")  # the code that raises it, not a record
     for i in range(max(0, position - 200), position):
         text = ordered[i].message
-        if message in text and not is_frame_text(ordered, i) and not any(q in text for q in quoted):
+        if (
+            message in text
+            and not is_frame_text(ordered, i)
+            and not any(q in text for q in quoted)
+            and not reporters_words(ordered[i])
+        ):
             return i
     return position
 
@@ -258,7 +264,12 @@ def _by_numbers(attempt: Reading) -> Verdict | None:
         if "avail_mem=" not in line.message:  # a literal test first: this reads every line
             continue
         match = _STARVED_CAPTURE.search(line.message)
-        if match and float(match.group("gb")) < _STARVED_GB and _fails_after(attempt, i):
+        if (
+            match
+            and float(match.group("gb")) < _STARVED_GB
+            and _fails_after(attempt, i)
+            and not reporters_words(line)
+        ):
             return Verdict(
                 FailureClass.CUDA_GRAPH_OOM,
                 i,

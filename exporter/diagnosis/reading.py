@@ -36,7 +36,13 @@ _OPERATOR = re.compile(
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
 _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+# Words in Chinese, Japanese or Korean: the reporter's (the software writes English).
+_CJK_WORDS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2}")
+# An issue's title: "[Bug] ...", "【求助】...", "[질문] ...", "Title: ..."
+_REPORT_TITLE = re.compile(
+    r"(?:\[(?:Bug|BUG|Feature|Question|Usage|Help|RFC|Docs?)\]|【[^】]*】|\[[^\]\x00-\x7f]+\]"
+    r"|Title: )"
+)
 _QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
 _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
@@ -169,20 +175,17 @@ def is_exception(line: LogLine) -> bool:
 
 def reporters_words(line: LogLine) -> bool:
     """A line of the report around a pasted log, not of the log: a markdown title or heading,
-    a question ("... is AWQ not supported with torch compile?"), prose in Chinese, Japanese or
-    Korean. It may quote the error; the log's own line with it is the evidence."""
+    an issue's title, a question ("... is AWQ not supported with torch compile?"), prose in
+    Chinese, Japanese or Korean. It may quote the error; the log's own line with it is the
+    evidence."""
     message = line.message
-    if _MARKDOWN_TITLE.match(message):
+    if _MARKDOWN_TITLE.match(message) or _REPORT_TITLE.match(message):
         return True
     if line.has_sglang_prefix or is_exception(line):
         return False
-    return message.endswith(_QUESTION_MARKS) or (not message.isascii() and _in_cjk_prose(message))
-
-
-def _in_cjk_prose(message: str) -> bool:
-    """Mostly Chinese, Japanese or Korean: the reporter's prose (the software writes English)."""
-    cjk = len(_CJK.findall(message))
-    return cjk > sum(c.isascii() and c.isalpha() for c in message)
+    return message.endswith(_QUESTION_MARKS) or (
+        not message.isascii() and _CJK_WORDS.search(message) is not None
+    )
 
 
 # What a paste puts around a log: a code fence, the HTML of a collapsed block.

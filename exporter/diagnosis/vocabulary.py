@@ -135,7 +135,9 @@ FAMILIES: tuple[Family, ...] = (
         r"|\bE[EZ]9999\b|NPU error|driver .{0,30}too old|update your GPU driver"
         # CUDA that cannot start on GPUs that are there (error 100 is no GPU at all: other)
         r"|unexpected error from cudaGetDeviceCount(?!.*\bError 100\b)"
-        r"|CUDA driver initialization failed|\bcuInit\b.{0,40}fail",
+        r"|CUDA driver initialization failed|\bcuInit\b.{0,40}fail"
+        # Intel's Level Zero (XPU): a GPU the driver reset under the process
+        r"|\b(?:UR|ZE)_RESULT_ERROR_DEVICE_LOST\b|level_zero backend failed",
     ),
     _family(
         "model_unsupported",

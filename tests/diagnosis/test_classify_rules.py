@@ -403,3 +403,8 @@ def test_a_unix_only_module_missing_is_a_host_sglang_does_not_run_on_not_a_packa
     line = "ModuleNotFoundError: No module named 'resource'\n"
     assert run(line).failure_class is C.OTHER
     assert run(line.replace("resource", "sgl_kernel")).failure_class is C.DEPENDENCY_ERROR
+
+
+def test_a_gpu_level_zero_lost_under_the_process_is_a_device_error():
+    line = "RuntimeError: level_zero backend failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)\n"
+    assert run(line).failure_class is C.CUDA_ERROR

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from exporter.diagnosis.classify import classify
+from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.reader import read_log
 from tests.conftest import CORPUS, DATA, load_labels
 from tests.diagnosis.test_classify_recorded import HELDOUT_SETS
@@ -151,4 +152,27 @@ def test_every_labelled_log_reads_the_same_framed_as_a_report(how):
         framed = _read("\n".join([*before, *text.splitlines(), *after]) + "\n")
         if framed != bare:
             changed.append(f"{name}/{file}: {bare[0]} -> {framed[0]}, root {framed[1]!r}")
+    assert changed == []
+
+
+# An issue's title above the log, quoting its root-cause line.
+TITLES = [
+    "[Bug] the server dies with {root}",
+    "【求助】启动报错 {root}",
+    "Title: {root} on 8x H100",
+]
+
+
+@pytest.mark.parametrize("title", TITLES)
+def test_a_reports_title_quoting_the_error_is_not_its_root(title):
+    # Each title on a third of the logs.
+    changed = []
+    for name, directory, file in LOGS[TITLES.index(title) :: len(TITLES)]:
+        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
+        bare = _read(text)
+        if bare[1] is None or not says_failed(bare[1]):  # a title quotes errors
+            continue
+        titled = _read(title.format(root=bare[1]) + "\n\n" + text)
+        if titled != bare:
+            changed.append(f"{name}/{file}: {bare[0]} -> {titled[0]}, root {titled[1]!r}")
     assert changed == []
