@@ -38,6 +38,7 @@ LABELLED_SETS = {
     "heldout10": DATA / "heldout10",
     "heldout11": DATA / "heldout11",
     "heldout12": DATA / "heldout12",
+    "heldout13": DATA / "heldout13",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -12,17 +12,16 @@ from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
 from exporter.diagnosis.reading import (
     CARETS,
+    PY_WARNING,
     SERVING,
     Hit,
     Reading,
-    after_the_log,
     ended_on_purpose,
     first_real_exception,
     is_exception,
     last_meaningful,
-    pasted_around,
-    reporters_words,
 )
+from exporter.diagnosis.report import after_the_log, pasted_around, reporters_words
 from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
@@ -220,6 +219,7 @@ def _earliest_statement(ordered: Sequence[LogLine], position: int, message: str)
             and not is_frame_text(ordered, i)
             and not any(q in text for q in quoted)
             and not reporters_words(ordered[i])
+            and not PY_WARNING.search(text)  # a warning at import that says it first
         ):
             return i
     return position

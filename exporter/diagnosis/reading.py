@@ -10,6 +10,7 @@ from functools import cached_property
 
 from exporter.diagnosis.frames import frame_at, frames_before, is_frame_text
 from exporter.diagnosis.order import in_time_order
+from exporter.diagnosis.report import after_the_log, pasted_around, reporters_words, the_reports_own
 from exporter.diagnosis.signatures import (
     ANY_LITERAL,
     CONSEQUENCE_EXCEPTIONS,
@@ -25,26 +26,10 @@ from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
-_COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
 CARETS = re.compile(r"^[\s^~]+$")
-# What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
-# (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
-_OPERATOR = re.compile(
-    r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
-    r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
-)
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
 _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
-# Words in Chinese, Japanese or Korean: the reporter's (the software writes English).
-_CJK_WORDS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2}")
-# An issue's title: "[Bug] ...", "【求助】...", "[질문] ...", "Title: ..."
-_REPORT_TITLE = re.compile(
-    r"(?:\[(?:Bug|BUG|Feature|Question|Usage|Help|RFC|Docs?)\]|【[^】]*】|\[[^\]\x00-\x7f]+\]"
-    r"|Title: )"
-)
-_QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
-_MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
@@ -116,7 +101,10 @@ class Reading:
 
 
 def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) -> Reading:
-    ordered = in_time_order(lines)
+    # What the report around the log wrote reads as blank lines: no layer takes it for the
+    # server's (the evidence keeps the raw text of every line).
+    own = the_reports_own(lines)
+    ordered = in_time_order([_blanked(line) if line.number in own else line for line in lines])
     position_of = {line.number: i for i, line in enumerate(ordered)}
     placed = sorted(
         ((position_of[e.line.number], e) for e in events if e.line.number in position_of),
@@ -129,6 +117,10 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
     hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at)
     return Reading(ordered, hits, steps, batches, outcome, stopped_at)
+
+
+def _blanked(line: LogLine) -> LogLine:
+    return LogLine(line.number, line.raw, "", line.timestamp, line.ranks, line.foreign_timestamp)
 
 
 def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
@@ -171,44 +163,6 @@ def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
 
 def is_exception(line: LogLine) -> bool:
     return EXCEPTION_LINE.match(line.message) is not None
-
-
-def reporters_words(line: LogLine) -> bool:
-    """A line of the report around a pasted log, not of the log: a markdown title or heading,
-    an issue's title, a question ("... is AWQ not supported with torch compile?"), prose in
-    Chinese, Japanese or Korean. It may quote the error; the log's own line with it is the
-    evidence."""
-    message = line.message
-    if _MARKDOWN_TITLE.match(message) or _REPORT_TITLE.match(message):
-        return True
-    if line.has_sglang_prefix or is_exception(line):
-        return False
-    return message.endswith(_QUESTION_MARKS) or (
-        not message.isascii() and _CJK_WORDS.search(message) is not None
-    )
-
-
-# What a paste puts around a log: a code fence, the HTML of a collapsed block.
-_PASTE_FURNITURE = re.compile(r"^(?:```|~~~|</?(?:details|summary|pre|code)\b)")
-
-
-def pasted_around(line: LogLine) -> bool:
-    """A line the paste added around the log: blank, a fence, the reporter's words."""
-    message = line.message
-    return (
-        not message
-        or _PASTE_FURNITURE.match(message) is not None
-        or _COMMENTARY.match(message) is not None
-        or reporters_words(line)
-    )
-
-
-def after_the_log(line: LogLine) -> bool:
-    """A line from which on what follows is not the server's: a ^C or a shell prompt (the
-    operator's), a Markdown heading (the report's next section: its environment, ...)."""
-    return (
-        _OPERATOR.match(line.message) is not None or _MARKDOWN_TITLE.match(line.message) is not None
-    )
 
 
 def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:

@@ -1,0 +1,109 @@
+"""What a report puts around the log it pastes, which is not the log.
+
+Operators paste logs into issues, forums and chats: under a title and the reporter's own
+words (which quote the error), between code fences, above an environment section, with what
+they typed after the server stopped. The classifier reads the server's lines only; these
+tell the others apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from exporter.diagnosis.frames import is_frame_text
+from exporter.diagnosis.vocabulary import says_failed
+from exporter.logs.lines import LogLine
+from exporter.logs.tracebacks import EXCEPTION_LINE
+
+_COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
+# What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
+# (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
+_OPERATOR = re.compile(
+    r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
+    r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
+)
+# Words in Chinese, Japanese or Korean: the reporter's (the software writes English).
+_CJK_WORDS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2}")
+# An issue's title: "[Bug] ...", "【求助】...", "[질문] ...", "Title: ..."
+_REPORT_TITLE = re.compile(
+    r"(?:\[(?:Bug|BUG|Feature|Question|Usage|Help|RFC|Docs?)\]|【[^】]*】|\[[^\]\x00-\x7f]+\]"
+    r"|Title: )"
+)
+_QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
+_MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
+# The section where an issue template asks for `python3 -m sglang.check_env`'s output.
+_ENVIRONMENT_HEADING = re.compile(r"(?i)#{1,6} .*(?:environment|\benv\b)|#{1,6} .*环境")
+_FENCE = ("```", "~~~")
+# What a paste puts around a log: a code fence, the HTML of a collapsed block.
+_PASTE_FURNITURE = re.compile(r"^(?:```|~~~|</?(?:details|summary|pre|code)\b)")
+
+
+def reporters_words(line: LogLine) -> bool:
+    """A line of the report around a pasted log, not of the log: a markdown title or heading,
+    an issue's title, a question ("... is AWQ not supported with torch compile?"), prose in
+    Chinese, Japanese or Korean. It may quote the error; the log's own line with it is the
+    evidence."""
+    message = line.message
+    if _MARKDOWN_TITLE.match(message) or _REPORT_TITLE.match(message):
+        return True
+    if line.has_sglang_prefix or EXCEPTION_LINE.match(message):
+        return False
+    return message.endswith(_QUESTION_MARKS) or (
+        not message.isascii() and _CJK_WORDS.search(message) is not None
+    )
+
+
+def pasted_around(line: LogLine) -> bool:
+    """A line the paste added around the log: blank, a fence, the reporter's words."""
+    message = line.message
+    return (
+        not message
+        or _PASTE_FURNITURE.match(message) is not None
+        or _COMMENTARY.match(message) is not None
+        or reporters_words(line)
+    )
+
+
+def after_the_log(line: LogLine) -> bool:
+    """A line from which on what follows is not the server's: a ^C or a shell prompt (the
+    operator's), a Markdown heading (the report's next section: its environment, ...)."""
+    return (
+        _OPERATOR.match(line.message) is not None or _MARKDOWN_TITLE.match(line.message) is not None
+    )
+
+
+def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
+    """The numbers of the lines a report wrote around its log: its prose outside the code
+    fences, when the fences hold the log (a failure is said inside them), and its
+    environment section (versions, ``CUDA available: False``, torch's warnings)."""
+    own: set[int] = set()
+    inside = False
+    fenced_failure = False
+    outside: list[int] = []
+    environment = False
+    for i, line in enumerate(lines):
+        message = line.message
+        if message.startswith(_FENCE):
+            inside = not inside
+            continue
+        if _MARKDOWN_TITLE.match(message):
+            environment = _ENVIRONMENT_HEADING.match(message) is not None
+        if environment:
+            own.add(line.number)
+        elif inside:
+            fenced_failure = fenced_failure or says_failed(message)
+        elif not _reads_as_log(lines, i):
+            outside.append(line.number)
+    return own | set(outside) if fenced_failure else own
+
+
+def _reads_as_log(lines: Sequence[LogLine], position: int) -> bool:
+    """A line outside the fences that is still the server's: a record with SGLang's prefix,
+    a traceback's frame or exception."""
+    line = lines[position]
+    return (
+        line.has_sglang_prefix
+        or EXCEPTION_LINE.match(line.message) is not None
+        or is_frame_text(lines, position)
+    )

@@ -1,0 +1,67 @@
+"""What a report writes around the log it pastes is not read as the server's lines."""
+
+from __future__ import annotations
+
+from exporter.diagnosis.classify import classify
+from exporter.diagnosis.report import the_reports_own
+from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.reader import read_log
+
+ERROR = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+LOG = [
+    "[2026-05-02 10:00:00 TP0] Decode batch, #running-req: 3, #token: 900, token usage: 0.01, "
+    "cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0",
+    "[2026-05-02 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/x/sglang/srt/managers/scheduler.py", line 9, in process_batch_result',
+    "    next_token_ids = next_token_ids.tolist()",
+    ERROR,
+]
+PROSE = f"gpt-oss-120b TP2 on 2x H100 crashes under load with a {ERROR} after an hour"
+
+
+def run(lines: list[str]):
+    return classify(*read_log("\n".join(lines) + "\n"))
+
+
+def test_the_reporters_prose_outside_the_fenced_log_is_not_its_root():
+    result = run(["### Describe the bug", "", PROSE, "", "```", *LOG, "```"])
+    assert result.failure_class is C.CUDA_ERROR
+    assert result.root_cause_line == ERROR
+
+
+def test_a_log_pasted_outside_the_fences_is_still_read():
+    """Only the command is fenced: nothing in the fences fails, so nothing outside them
+    is taken for the report's."""
+    lines = ["```", "python3 -m sglang.launch_server --model-path /m --tp 2", "```", *LOG]
+    assert the_reports_own(read_log("\n".join(lines))[0]) == set()
+    assert run(lines).root_cause_line == ERROR
+
+
+def test_the_environment_section_is_not_the_log():
+    environment = [
+        "### Environment",
+        "```",
+        "/x/torch/cuda/__init__.py:182: UserWarning: CUDA initialization: The NVIDIA driver on "
+        "your system is too old (found version 12020).",
+        "CUDA available: False",
+        "vllm: Module Not Found",
+        "```",
+    ]
+    lines = [*environment, "### Log", "```", *LOG, "```"]
+    own = the_reports_own(read_log("\n".join(lines))[0])
+    assert {3, 4, 5} <= own  # the warning, CUDA and the packages: the section's content
+    first_log_line = len(environment) + 3
+    assert own.isdisjoint(range(first_log_line, first_log_line + len(LOG)))
+    assert run(lines).root_cause_line == ERROR
+
+
+def test_a_warning_that_says_the_error_first_is_not_where_it_was_said():
+    message = "The NVIDIA driver on your system is too old (found version 12020)."
+    lines = [
+        f"/x/torch/cuda/__init__.py:182: UserWarning: CUDA initialization: {message}",
+        "Traceback (most recent call last):",
+        '  File "/x/torch/cuda/__init__.py", line 9, in set_device',
+        "    torch._C._cuda_setDevice(device)",
+        f"RuntimeError: {message}",
+    ]
+    assert run(lines).root_cause_line == f"RuntimeError: {message}"
