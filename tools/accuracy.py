@@ -39,6 +39,8 @@ LABELLED_SETS = {
     "heldout11": DATA / "heldout11",
     "heldout12": DATA / "heldout12",
     "heldout13": DATA / "heldout13",
+    "heldout14": DATA / "heldout14",
+    "heldout15": DATA / "heldout15",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -150,15 +150,17 @@ def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[Failure
 
 
 def _failed_allocation_below(attempt: Reading, hit: Hit) -> Verdict | None:
-    """NCCL's "Failed to CUDA calloc" under a collective's error: the network is the class
-    (that is where it failed), memory the runner-up (why it did)."""
+    """NCCL's "Failed to CUDA calloc" under a collective's error: while setting up, the
+    network is the class (that is where it failed) and memory the runner-up (why it did);
+    once serving, a group that worked failed for memory (a channel set up lazily at a peak)."""
     following = attempt.ordered[hit.position : hit.position + _COLLECTIVE_SPAN]
     for offset, line in enumerate(following):
         family = family_of(line.message)
         if family is not None and family.out_of_memory:
             position = hit.position + offset
             failure_class = _worded_class(family, attempt, position)
-            score = hit.signature.priority - 1
+            served = any(e.kind in SERVING for p, e in attempt.steps if p <= hit.position)
+            score = hit.signature.priority + (1 if served else -1)
             return Verdict(failure_class, position, "wording", family.name, Confidence.LOW, score)
     return None
 

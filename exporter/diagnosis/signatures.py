@@ -602,9 +602,19 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
-        r"|\bEvicted\b.*\b(?:pod|node)\b|\bpod (?:was )?preempted\b"
+        r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b"
         r"|The node was low on resource",
         65,  # a batch system or the cluster stopped it: killed from outside
+    ),
+    sig(
+        # The host going down under the server (an unattended upgrade's reboot, a shutdown):
+        # systemd stops everything and kills what does not stop in time.
+        "host_shutdown",
+        C.KILLED_BY_SIGNAL,
+        ("The system will ", "with signal SIGKILL"),
+        r"The system will (?:reboot|power off|halt) now|Killing process \d+ \([^)]*\) with signal"
+        r" SIGKILL",
+        64,
     ),
     sig(
         "host_oom_killer",

@@ -4,8 +4,9 @@ SGLang prefixes its records with ``[2026-05-01 12:00:00(.mmm)( DPn)( TPn)] ``. L
 us second-hand carry other wrappers too (cloud-logging exports, docker compose, docker's
 json-file records, kubectl timestamps and pod prefixes, the kubelet's CRI files, journald,
 Slurm's ``srun -l`` labels, Ray, torch's ``[rankN]:``, a Markdown quote's ``> ``), often one
-inside another, and a terminal's colour codes around them; those are peeled off, in any order,
-so the message can be matched, while the raw text is kept for evidence.
+inside another, and a terminal's colour codes around them, or a chat's inline-code backticks;
+those are peeled off, in any order, so the message can be matched, while the raw text is
+kept for evidence.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _TP_RANK = re.compile(r"TP(\d+)")
 _ANSI_ESCAPE = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z])"
 )
+_INLINE_CODE = re.compile(r"`[^`]+`$")
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
 # search starts again on what is left (a kubectl prefix over a Ray worker's, ...). A wrapper
@@ -117,6 +119,8 @@ def _peel(text: str) -> tuple[str | None, str | None]:
         record = _docker_record(text)
         if record is not None:
             return record
+    if _INLINE_CODE.match(text):  # a line quoted as inline code in a chat or an issue
+        return text[1:-1].strip(), None
     if _ANY_FOREIGN.match(text) is None:
         return None, None
     for pattern in _FOREIGN_PREFIXES:

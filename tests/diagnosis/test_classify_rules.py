@@ -408,3 +408,42 @@ def test_a_unix_only_module_missing_is_a_host_sglang_does_not_run_on_not_a_packa
 def test_a_gpu_level_zero_lost_under_the_process_is_a_device_error():
     line = "RuntimeError: level_zero backend failed with error: 20 (UR_RESULT_ERROR_DEVICE_LOST)\n"
     assert run(line).failure_class is C.CUDA_ERROR
+
+
+def test_the_host_going_down_under_the_server_killed_it():
+    log = (
+        "[2026-08-18 00:03:59 TP0] Decode batch, #running-req: 3, #token: 900, token usage: 0.01,"
+        " cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0\n"
+        "Aug 18 00:04:11 gpu-node-12 systemd-logind[1201]: The system will reboot now!\n"
+        "Aug 18 00:04:41 gpu-node-12 systemd[1]: supervisor.service: Killing process 40112 "
+        "(python3) with signal SIGKILL.\n"
+    )
+    result = run(log)
+    assert result.failure_class is C.KILLED_BY_SIGNAL
+    assert result.root_cause_line.endswith("The system will reboot now!")
+
+
+def test_the_kubelets_eviction_event_killed_the_pod():
+    event = (
+        "  Warning  Evicted    3m    kubelet  Pod ephemeral local storage usage exceeds the "
+        "total limit of containers 60Gi.\n"
+    )
+    assert run(event).failure_class is C.KILLED_BY_SIGNAL
+
+
+COLLECTIVE_OUT_OF_MEMORY = (
+    "gpu-a12:1187:3321 [0] include/alloc.h:113 NCCL WARN Cuda failure 'out of memory'\n"
+    "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled "
+    "cuda error (run with NCCL_DEBUG=INFO for details)\n"
+)
+
+
+def test_a_collective_that_failed_for_memory_is_memory_once_the_group_served():
+    serving = (
+        "[2026-02-01 10:00:05 TP0] Decode batch, #running-req: 1, #token: 10, token usage: 0.01,"
+        " cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0\n"
+    )
+    assert run(serving + COLLECTIVE_OUT_OF_MEMORY).failure_class is C.RUNTIME_OOM
+    setting_up = "[2026-02-01 10:00:00 TP0] Init torch distributed begin.\n"
+    result = run(setting_up + COLLECTIVE_OUT_OF_MEMORY)
+    assert (result.failure_class, result.runner_up) == (C.DISTRIBUTED_INIT, C.WEIGHTS_OOM)

@@ -3,7 +3,7 @@
 Operators paste what their collector kept: `kubectl logs --timestamps` or `--prefix`, the
 kubelet's CRI files, docker's json-file records, docker compose (its colours left in or not),
 journald, Slurm's `srun --label`, Ray's worker prefix, Windows line ends, or one of these inside
-another; a reply quotes it. Each wrapper is applied, line by line, to a fifth of the labelled
+another; a reply quotes it, a chat puts it in inline code. Each wrapper is applied, line by line, to a fifth of the labelled
 logs (the corpus and the held-out sets), and each log must get the class it gets bare, and the
 same root-cause line, wrapped as the log wraps it. So must every log framed as reports frame
 it: fenced, collapsed, under an issue template's headings, above the environment it reports,
@@ -46,6 +46,8 @@ WRAPPERS: dict[str, Callable[[int, str], str]] = {
     "markdown quote": lambda i, line: f"> {line}",
     "markdown quote in a quote": lambda i, line: f"> > {line}",
     "markdown indented block": lambda i, line: f"    {line}",
+    # a chat's inline code, line by line (a line with backticks of its own is left bare)
+    "inline code": lambda i, line: f"`{line}`" if line.strip() and "`" not in line else line,
 }
 # What `python3 -m sglang.check_env` prints (0.5.9's keys), as an issue's environment.
 CHECK_ENV = [
