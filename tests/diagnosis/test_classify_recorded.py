@@ -42,7 +42,7 @@ HELDOUT_SETS = (
 )
 # Sets still short of the targets: right classes and root lines, a floor that only rises.
 # heldout9 (40 logs) read 31 and 33 blind; tuned on the families its misses showed.
-FLOORS = {"heldout9": (35, 37)}
+FLOORS = {"heldout9": (35, 38)}
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}
     for directory in ("sglang-0.5.9-cpu", "sglang-0.5.23-cpu")
