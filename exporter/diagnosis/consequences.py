@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from exporter.diagnosis.layers import CONFIDENT
-from exporter.diagnosis.reading import IGNORED_ERRORS, SERVING, Reading
+from exporter.diagnosis.reading import IGNORED_ERRORS, Reading
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
 from exporter.logs.lines import LogLine
@@ -45,7 +45,7 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
         or best.confidence is Confidence.HIGH
         or best.root is None
         or not _one_request(attempt.ordered, best.root)
-        or not any(p > best.root for p, event in attempt.steps if event.kind in SERVING)
+        or not attempt.serves_after(best.root)
     ):
         return verdicts
     healthy = next(v for v in verdicts if v.failure_class is FailureClass.NONE)

@@ -13,7 +13,6 @@ from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
 from exporter.diagnosis.reading import (
     PY_WARNING,
-    SERVING,
     Hit,
     Reading,
     first_real_exception,
@@ -126,9 +125,9 @@ def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[Failure
     if signature.resolve is Resolve.COLLECTIVE_TIMEOUT:
         # Serving before it, or NCCL's own count of collectives done (SeqNum): a group that
         # worked and then stuck hangs; one whose first collectives never completed never formed.
-        served = any(event.kind in SERVING for position, event in attempt.steps if position <= root)
         count = _SEQUENCE.search(attempt.ordered[root].message)
-        worked = served or (count is not None and int(count.group(1)) > _FIRST_COLLECTIVES)
+        counted = count is not None and int(count.group(1)) > _FIRST_COLLECTIVES
+        worked = attempt.served_before(root) or counted
         return (FailureClass.HANG_TIMEOUT if worked else FailureClass.DISTRIBUTED_INIT), True
     if signature.resolve is Resolve.NATIVE_CRASH:
         backtrace = " ".join(line.message for line in attempt.ordered[root : root + 30]).lower()
@@ -147,8 +146,7 @@ def _failed_allocation_below(attempt: Reading, hit: Hit) -> Verdict | None:
         if family is not None and family.out_of_memory:
             position = hit.position + offset
             failure_class = _worded_class(family, attempt, position)
-            served = any(e.kind in SERVING for p, e in attempt.steps if p <= hit.position)
-            score = hit.signature.priority + (1 if served else -1)
+            score = hit.signature.priority + (1 if attempt.served_before(hit.position) else -1)
             return Verdict(failure_class, position, "wording", family.name, Confidence.LOW, score)
     return None
 

@@ -78,6 +78,14 @@ class Reading:
     # after it.
     stopped_at: int
 
+    def served_before(self, position: int) -> bool:
+        """Whether the server had served (ready, a batch) by the line at ``position``."""
+        return any(event.kind in SERVING for p, event in self.steps if p <= position)
+
+    def serves_after(self, position: int) -> bool:
+        """Whether the server served (a batch, ready again) after the line at ``position``."""
+        return any(event.kind in SERVING for p, event in self.steps if p > position)
+
     @cached_property
     def failure_lines(self) -> list[int]:
         """Positions of the lines that say something failed (vocabulary.says_failed), outside

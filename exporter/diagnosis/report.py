@@ -80,7 +80,7 @@ def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
     own: set[int] = set()
     inside = False
     fenced_failure = False
-    outside: list[int] = []
+    outside: list[int] = []  # positions; whether each reads as the server's is asked at the end
     environment = False
     for i, line in enumerate(lines):
         message = line.message
@@ -93,9 +93,11 @@ def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
             own.add(line.number)
         elif inside:
             fenced_failure = fenced_failure or says_failed(message)
-        elif not _reads_as_log(lines, i):
-            outside.append(line.number)
-    return own | set(outside) if fenced_failure else own
+        else:
+            outside.append(i)
+    if fenced_failure:  # most logs hold no fence: their lines are never asked
+        own.update(lines[i].number for i in outside if not _reads_as_log(lines, i))
+    return own
 
 
 def _reads_as_log(lines: Sequence[LogLine], position: int) -> bool:

@@ -119,7 +119,7 @@ def _peel(text: str) -> tuple[str | None, str | None]:
         record = _docker_record(text)
         if record is not None:
             return record
-    if _INLINE_CODE.match(text):  # a line quoted as inline code in a chat or an issue
+    if text.startswith("`") and _INLINE_CODE.match(text):  # inline code, in a chat or an issue
         return text[1:-1].strip(), None
     if _ANY_FOREIGN.match(text) is None:
         return None, None
