@@ -112,6 +112,19 @@ _ANY_FOREIGN = re.compile(
 )
 
 
+def opens_a_record(raw: str) -> bool:
+    """Whether ``raw`` starts with SGLang's prefix or a collector's wrapper: a record of its
+    own, not the rest of the row above it."""
+    text = raw.lstrip()
+    if "\x1b" in text:
+        text = _ANSI_ESCAPE.sub("", text).lstrip()
+    return (
+        _SGLANG_PREFIX.match(text) is not None
+        or _ANY_FOREIGN.match(text) is not None
+        or text.startswith('{"')
+    )
+
+
 def _peel(text: str) -> tuple[str | None, str | None]:
     """``text`` without its outermost collector's wrapper, and that wrapper's timestamp;
     (None, None) when no wrapper is left."""

@@ -145,6 +145,37 @@ def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
     assert changed == []
 
 
+# Terminal widths a paste is hard-wrapped at, and how many logs of the third each is tried
+# on may read differently: a line as long as a whole number of rows cannot be told from the
+# start of the next (a ceiling that only falls).
+HARD_WRAPS = {80: 2, 100: 0, 120: 0}
+
+
+def _hard_wrapped(text: str, width: int) -> tuple[str, dict[str, str]]:
+    """The log as a terminal ``width`` columns wide copies it, and each bare line's first row."""
+    rows, first_rows = [], {}
+    for line in text.splitlines():
+        cut = [line[i : i + width] for i in range(0, len(line), width)] or [""]
+        rows.extend(cut)
+        first_rows[line.strip()] = cut[0].strip()
+    return "\n".join(rows) + "\n", first_rows
+
+
+@pytest.mark.parametrize("width", HARD_WRAPS)
+def test_labelled_logs_read_the_same_hard_wrapped_at_a_terminals_width(width):
+    # Each width on a third of the logs; the root cause is the first row of the bare one's.
+    changed = []
+    for name, directory, file in LOGS[list(HARD_WRAPS).index(width) :: len(HARD_WRAPS)]:
+        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
+        bare_class, bare_root = _read(text)
+        wrapped, first_rows = _hard_wrapped(text, width)
+        got_class, got_root = _read(wrapped)
+        expected_root = None if bare_root is None else first_rows.get(bare_root, bare_root)
+        if (got_class, got_root) != (bare_class, expected_root):
+            changed.append(f"{name}/{file}: {bare_class} -> {got_class}, root {got_root!r}")
+    assert len(changed) <= HARD_WRAPS[width], "\n".join(changed)
+
+
 @pytest.mark.parametrize("how", FRAMES)
 def test_every_labelled_log_reads_the_same_framed_as_a_report(how):
     before, after = FRAMES[how]

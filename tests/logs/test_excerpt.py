@@ -24,9 +24,10 @@ from exporter.logs import excerpt as excerpt_module
 from exporter.logs.events import EventKind
 from exporter.logs.excerpt import Excerpt, error_shaped
 from exporter.logs.lines import parse_line
-from exporter.logs.reader import LogReader, read_excerpt, read_log
+from exporter.logs.reader import LogReader, read_excerpt, read_log, split_lines
 from exporter.logs.splitter import line_batches
 from exporter.logs.tracebacks import EXCEPTION_LINE
+from exporter.logs.unwrap import wrap_width
 from tests.conftest import CORPUS, DATA, GOLDEN
 
 RECORDED = sorted(DATA.glob("sglang-*-cpu/*.log")) + sorted(GOLDEN.glob("*.log"))
@@ -40,9 +41,14 @@ def whole(text: str, outcome: Outcome | None = None):
     return classify(*read_log(text), outcome)
 
 
+def _reader(excerpt: Excerpt, rows: list[str]) -> LogReader:
+    """A reader as ``read_excerpt`` makes one: told whether the rows were hard-wrapped."""
+    return LogReader(keep_lines=False, excerpt=excerpt, wrap_width=wrap_width(rows))
+
+
 def streamed(data: bytes, read_bytes: int, outcome: Outcome | None = None):
     excerpt = Excerpt()
-    reader = LogReader(keep_lines=False, excerpt=excerpt)
+    reader = _reader(excerpt, split_lines(data.decode("utf-8", errors="replace")))
     for batch in line_batches(io.BytesIO(data), read_bytes=read_bytes):
         reader.feed(batch)
     reader.close()
@@ -51,7 +57,7 @@ def streamed(data: bytes, read_bytes: int, outcome: Outcome | None = None):
 
 def in_batches(lines: list[str], size: int):
     excerpt = Excerpt()
-    reader = LogReader(keep_lines=False, excerpt=excerpt)
+    reader = _reader(excerpt, lines)
     for i in range(0, len(lines), size):
         reader.feed(lines[i : i + size])
     reader.close()
