@@ -1,12 +1,12 @@
 """One log line split into what wraps it and what SGLang said.
 
 SGLang prefixes its records with ``[2026-05-01 12:00:00(.mmm)( DPn)( TPn)] ``. Logs that reach
-us second-hand carry other wrappers too (cloud-logging exports, docker compose, docker's
-json-file records, kubectl timestamps and pod prefixes, the kubelet's CRI files, journald,
-Slurm's ``srun -l`` labels, Ray, torch's ``[rankN]:``, a Markdown quote's ``> ``), often one
-inside another, and a terminal's colour codes around them, or a chat's inline-code backticks;
-those are peeled off, in any order, so the message can be matched, while the raw text is
-kept for evidence.
+us second-hand carry other wrappers too (cloud-logging exports, docker compose, JSON-lines
+records (docker's json-file, Loki, GCP, CloudWatch, Datadog, journald), kubectl timestamps
+and pod prefixes, the kubelet's CRI files, journald, Slurm's ``srun -l`` labels, Ray, torch's
+``[rankN]:``, a Markdown quote's ``> ``), often one inside another, and a terminal's colour
+codes around them, or a chat's inline-code backticks; those are peeled off, in any order, so
+the message can be matched, while the raw text is kept for evidence.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ _ANSI_ESCAPE = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z])"
 )
 _INLINE_CODE = re.compile(r"`[^`]+`$")
+# A JSON-lines record's fields that hold the line, and its time (_json_record).
+_JSON_TEXT = ("log", "line", "textPayload", "message", "msg", "MESSAGE")
+_JSON_TIME = ("time", "timestamp", "@timestamp", "ts", "__REALTIME_TIMESTAMP")
+_JSON_NESTED = ("content", "jsonPayload")  # Datadog's export, GCP's structured record
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
 # search starts again on what is left (a kubectl prefix over a Ray worker's, ...). A wrapper
@@ -128,8 +132,8 @@ def opens_a_record(raw: str) -> bool:
 def _peel(text: str) -> tuple[str | None, str | None]:
     """``text`` without its outermost collector's wrapper, and that wrapper's timestamp;
     (None, None) when no wrapper is left."""
-    if text.startswith("{") and '"log"' in text:
-        record = _docker_record(text)
+    if text.startswith('{"'):
+        record = _json_record(text)
         if record is not None:
             return record
     if text.startswith("`") and _INLINE_CODE.match(text):  # inline code, in a chat or an issue
@@ -143,13 +147,40 @@ def _peel(text: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _docker_record(text: str) -> tuple[str, str | None] | None:
-    """docker's json-file driver: ``{"log":"...\\n","stream":"stderr","time":"..."}``."""
+def _json_record(text: str) -> tuple[str, str | None] | None:
+    """A JSON-lines export's record: the log line in its text field, and its timestamp.
+    docker's json-file driver (``{"log":"...\\n","stream":"stderr","time":"..."}``), Loki's
+    ``logcli --output=jsonl`` (``line``), GCP (``textPayload``, or ``jsonPayload.message``),
+    CloudWatch, Datadog (``content.message``) and most shippers (``message``, ``msg``),
+    ``journalctl -o json`` (``MESSAGE``). Only docker's record has no time of its own: an
+    HTTP error body (``{"object":"error","message":...}``) is a reply, not a record."""
     try:
         record = json.loads(text)
     except ValueError:  # cut short, or a line that only looks like JSON
         return None
-    if not isinstance(record, dict) or not isinstance(record.get("log"), str):
+    if not isinstance(record, dict):
         return None
-    stamp = record.get("time")
-    return record["log"].strip(), stamp if isinstance(stamp, str) else None
+    for fields in (record, *(record[k] for k in _JSON_NESTED if isinstance(record.get(k), dict))):
+        key = next((k for k in _JSON_TEXT if isinstance(fields.get(k), str)), None)
+        if key is None:
+            continue
+        stamp = next((r[k] for r in (fields, record) for k in _JSON_TIME if k in r), None)
+        if stamp is None and key != "log":
+            return None
+        said = fields[key]
+        if "\x1b" in said:  # the colours of what the collector kept
+            said = _ANSI_ESCAPE.sub("", said)
+        return said.strip(), None if stamp is None else str(stamp)
+    return None
+    if not isinstance(record, dict):
+        return None
+    for fields in (record, *(v for v in record.values() if isinstance(v, dict))):
+        said = next((fields[k] for k in _JSON_TEXT if isinstance(fields.get(k), str)), None)
+        if said is not None:
+            stamp = next((fields[k] for k in _JSON_TIME if k in fields), None)
+            if stamp is None:
+                stamp = next((record[k] for k in _JSON_TIME if k in record), None)
+            if "\x1b" in said:  # the colours of what the collector kept
+                said = _ANSI_ESCAPE.sub("", said)
+            return said.strip(), None if stamp is None else str(stamp)
+    return None

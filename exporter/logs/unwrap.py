@@ -39,6 +39,9 @@ _OWN_LINE = re.compile(
 # holds nothing but the rest of the function's name.
 _WHOLE_FRAME = re.compile(r'File ".*", line \d+, in \S+$')
 _NAME_TAIL = re.compile(r"\w+")
+# What a reply puts before every row, after the wrap: a Markdown quote's "> ", once per level
+# (not a REPL's ">>> ").
+_QUOTE = re.compile(r"(?:>(?: |$))+")
 
 
 def wrap_width(rows: Sequence[str]) -> int | None:
@@ -57,22 +60,36 @@ def wrap_width(rows: Sequence[str]) -> int | None:
 
 
 def continues(row: str, above: str) -> bool:
-    """Whether ``row`` can be the rest of the row ``above``: it starts no record or line of
-    its own, nor the way the row above starts (a record of a format no wrapper names,
-    repeated)."""
+    """Whether ``row`` can be the rest of the row ``above``: quoted as it is, it starts no
+    record or line of its own, nor the way the row above starts (a record of a format no
+    wrapper names, repeated)."""
+    head, body, _ = _marked(row)
+    above_head, above_body, _ = _marked(above)
     return (
-        bool(row.strip())
-        and row[:_SAME_START] != above[:_SAME_START]
-        and not _OWN_LINE.match(row)
-        and not (_WHOLE_FRAME.search(above) and not _NAME_TAIL.fullmatch(row))
-        and not opens_a_record(row)
+        head == above_head
+        and bool(body.strip())
+        and body[:_SAME_START] != above_body[:_SAME_START]
+        and not _OWN_LINE.match(body)
+        and not (_WHOLE_FRAME.search(above_body) and not _NAME_TAIL.fullmatch(body))
+        and not opens_a_record(body)
     )
 
 
 def fills(row: str, width: int | None) -> bool:
     """Whether ``row`` was cut at ``width``. A row padded to the width with spaces was not;
     one cut just after a space ends in that one space."""
-    return width is not None and len(row) == width and not row.endswith(_PADDING)
+    return width is not None and len(row) == width and not _marked(row)[1].endswith(_PADDING)
+
+
+def _marked(row: str) -> tuple[str, str, str]:
+    """``row`` as (what marks it, the text, what closes it): a reply's quote or a chat's
+    inline code is put on each row of a paste after the terminal wrapped it."""
+    if row.startswith("`") and row.endswith("`") and row.count("`") == 2:
+        return "`", row[1:-1], "`"
+    quote = _QUOTE.match(row)
+    if quote is not None:
+        return row[: quote.end()], row[quote.end() :], ""
+    return "", row, ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,4 +129,8 @@ class Rejoiner:
 
     def _release(self) -> str | Rejoined:
         held, self._held = self._held, []
-        return held[0] if len(held) == 1 else Rejoined(held[0], "".join(held), len(held))
+        if len(held) == 1:
+            return held[0]
+        head, _, tail = _marked(held[0])
+        text = head + "".join(_marked(row)[1] for row in held) + tail
+        return Rejoined(held[0], text, len(held))

@@ -37,6 +37,12 @@ WRAPPERS: dict[str, Callable[[int, str], str]] = {
     "docker json-file": lambda i, line: json.dumps(
         {"log": line + "\n", "stream": "stderr", "time": _stamp(i)}
     ),
+    "loki jsonl": lambda i, line: json.dumps(
+        {"labels": {"pod": "qwen-0"}, "line": line, "timestamp": _stamp(i)}
+    ),
+    "gcp logging": lambda i, line: json.dumps(
+        {"textPayload": line + "\n", "timestamp": _stamp(i), "severity": "DEFAULT"}
+    ),
     "docker compose": lambda i, line: f"sglang-1  | {line}",
     "docker compose, coloured": lambda i, line: f"\x1b[36msglang-1  |\x1b[0m {line}",
     "journald": lambda i, line: f"Mar 01 10:00:{i % 60:02d} gpu-3 python3[4242]: {line}",

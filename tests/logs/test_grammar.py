@@ -389,6 +389,32 @@ def test_foreign_wrappers_are_peeled_off():
             '"time":"2026-03-01T10:00:02.5Z"}',
             "2026-03-01T10:00:02.5Z",
         ),
+        # JSON-lines exports: Loki's logcli, GCP, CloudWatch (a number for its time),
+        # Datadog (the record nested), journalctl -o json
+        (
+            '{"labels":{"pod":"qwen-0"},"line":"[2026-03-01 10:00:02 TP1] Load weight begin.",'
+            '"timestamp":"2026-03-01T10:00:02.5Z"}',
+            "2026-03-01T10:00:02.5Z",
+        ),
+        (
+            '{"textPayload":"[2026-03-01 10:00:02 TP1] Load weight begin.\\n",'
+            '"timestamp":"2026-03-01T10:00:02.5Z","severity":"INFO"}',
+            "2026-03-01T10:00:02.5Z",
+        ),
+        (
+            '{"timestamp":1772359202500,"message":"[2026-03-01 10:00:02 TP1] Load weight begin."}',
+            "1772359202500",
+        ),
+        (
+            '{"id":"AQAAAZ","content":{"timestamp":"2026-03-01T10:00:02.5Z","service":"sglang",'
+            '"message":"[2026-03-01 10:00:02 TP1] Load weight begin."}}',
+            "2026-03-01T10:00:02.5Z",
+        ),
+        (
+            '{"__REALTIME_TIMESTAMP":"1772359202500000","_PID":"4242",'
+            '"MESSAGE":"[2026-03-01 10:00:02 TP1] Load weight begin."}',
+            "1772359202500000",
+        ),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
         # nested: kubectl over a Ray worker over Slurm, the innermost timestamp kept
         (
@@ -397,7 +423,17 @@ def test_foreign_wrappers_are_peeled_off():
             "2026-03-01T10:00:02.5Z",
         ),
     ],
-    ids=["cri", "docker-json", "slurm", "nested"],
+    ids=[
+        "cri",
+        "docker-json",
+        "loki",
+        "gcp",
+        "cloudwatch",
+        "datadog",
+        "journal-json",
+        "slurm",
+        "nested",
+    ],
 )
 def test_a_wrapper_inside_another_is_peeled_too_in_any_order(raw, stamp):
     line = parse_line(1, raw)
@@ -409,8 +445,14 @@ def test_a_wrapper_inside_another_is_peeled_too_in_any_order(raw, stamp):
     assert line.raw == raw  # the evidence stays as the log has it
 
 
-def test_a_line_that_only_looks_like_a_docker_record_is_kept_whole():
-    for raw in ('{"log": "cut sho', '{"log": 3}', '{"level": "info", "msg": "log"}'):
+def test_a_line_that_only_looks_like_a_json_record_is_kept_whole():
+    for raw in (
+        '{"log": "cut sho',
+        '{"log": 3}',
+        '{"level": "info", "count": 3}',
+        '{"object": "error", "message": "CUDA out of memory.", "code": 500}',  # a reply
+        '{"error": {"message": "CUDA out of memory.", "timestamp": 1}}',
+    ):
         assert parse_line(1, raw).message == raw
 
 

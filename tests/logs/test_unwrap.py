@@ -92,3 +92,13 @@ def test_the_excerpt_of_a_wrapped_paste_reads_as_the_whole_file_does():
     excerpt, stats = read_excerpt(io.BytesIO(text.encode()))
     assert classify(*excerpt.read()).to_json() == whole.to_json()
     assert stats.lines == len(rows)
+
+
+def test_a_wrapped_paste_quoted_in_a_reply_or_a_chat_row_by_row_is_rejoined_too():
+    rows = hard_wrapped(LOG, 80)
+    bare = classify(*read_log("\n".join(rows))).failure_class
+    for mark in (lambda row: f"> {row}", lambda row: f"> > {row}", lambda row: f"`{row}`"):
+        lines, events = read_log("\n".join(mark(row) if row else row for row in rows))
+        assert sum(e.kind is EventKind.DECODE_BATCH for e in events) == 6
+        result = classify(lines, events)
+        assert (result.failure_class, result.root_cause_line) == (bare, mark(OOM[:80]))
