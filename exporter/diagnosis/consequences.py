@@ -17,10 +17,21 @@ from exporter.logs.lines import LogLine
 _REFUSED = re.compile(
     r"\b(?:Error code: 4\d\d|BadRequestError|RateLimitError|UnprocessableEntityError)\b"
 )
-# SGLang's OpenAI layer catching a request's error (logger.exception, then a 500 for it).
+# A request's error caught for it, then a 500: SGLang's OpenAI layer (logger.exception),
+# uvicorn around any handler (a client that went away mid-stream, most often).
 _CAUGHT = "Error in request:"
+# uvicorn catching what a handler raised: no failure of the server when all it shows is the
+# client gone mid-response (a stream cancelled, a send on a closed connection).
+_ASGI = "Exception in ASGI application"
+_ASGI_SPAN = 60  # lines of the traceback under it, nested exception groups and all
+_RAISED = re.compile(r"^(?:\|\s*)?((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Group)):")
+_CLIENT_GONE = re.compile(
+    r"(?:CancelledError|ClosedResourceError|BrokenResourceError|EndOfStream|ClientDisconnect"
+    r"|LocalProtocolError|BrokenPipeError|ConnectionResetError|[Ee]xceptionGroup)$"
+)
 _HANDLER_SPAN = 30  # lines of the caught error's traceback under its record
 _GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
+_SAYS_ANOTHER_FAILED = frozenset({"peer_lost"})
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
     FailureClass.WEIGHTS_OOM,
@@ -55,8 +66,22 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
 def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
     if _REFUSED.search(ordered[root].message):
         return True
-    above = ordered[max(0, root - _HANDLER_SPAN) : root]
-    return any(line.message.startswith(_CAUGHT) for line in above)
+    for at in range(max(0, root - _HANDLER_SPAN), root + 1):
+        message = ordered[at].message
+        if message.startswith(_CAUGHT) or (message.endswith(_ASGI) and _client_gone(ordered, at)):
+            return True
+    return False
+
+
+def _client_gone(ordered: Sequence[LogLine], at: int) -> bool:
+    raised = []
+    for line in ordered[at + 1 : at + 1 + _ASGI_SPAN]:
+        if line.has_sglang_prefix:
+            break
+        match = _RAISED.match(line.message)
+        if match:
+            raised.append(match.group(1))
+    return bool(raised) and all(_CLIENT_GONE.search(name) for name in raised)
 
 
 def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:
@@ -72,10 +97,16 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
         causes = [v for v in verdicts if v.failure_class in _DEVICE_OOM]
     else:
         return verdict
+    # A rank that says another failed ("other ranks that didn't finish loading") follows
+    # whatever failed before it; other consequences only a confident cause.
+    least = 0 if verdict.rule in _SAYS_ANOTHER_FAILED else CONFIDENT
     earlier = [
         cause.score
         for cause in causes
-        if cause.root is not None and cause.root < verdict.root and cause.score >= CONFIDENT
+        if cause.root is not None
+        and cause.root < verdict.root
+        and cause.score >= least
+        and cause.failure_class is not FailureClass.NONE
     ]
     return replace(verdict, score=max(earlier) - 1) if earlier else verdict
 

@@ -1,13 +1,17 @@
 """Put an attempt's lines in the order they happened, without a collector's noise.
 
 Cloud-log exports arrive newest first; some Kubernetes exports follow every record with a
-line of their own (``2026-09-06 15:46:07  <pod name>``) that says nothing of the server.
+line of their own (``2026-09-06 15:46:07  <pod name>``) that says nothing of the server. A
+multi-node report pastes each node's log after the other's: the second starts back at the
+group's start, and its failure may be the first of all.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Sequence
+from datetime import datetime
 
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import TRACEBACK_START
@@ -15,9 +19,48 @@ from exporter.logs.tracebacks import TRACEBACK_START
 _COLLECTOR_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+[\w.-]+$")
 
 
+# SGLang's clock going back by more than this starts another process's log pasted after the
+# first's (its processes' lines interleave out of order by a second or so, never a minute).
+SECTION_GAP_S = 60.0
+
+
 def in_time_order(lines: Sequence[LogLine]) -> list[LogLine]:
     kept = [line for line in lines if not _COLLECTOR_LINE.match(line.message)]
-    return kept[::-1] if _is_reversed(kept) else kept
+    return kept[::-1] if _is_reversed(kept) else _sections_merged(kept)
+
+
+def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
+    """Logs of processes that ran at the same time (the nodes of one group), pasted one
+    after another, merged by SGLang's clock; each line keeps the time of the last stamped
+    line above it, so a traceback stays whole. A log pasted after another that ran at
+    another time (last week's startup) stays where it is, as does a single log."""
+    sections: list[list[tuple[float, LogLine]]] = [[]]
+    spans: list[list[float]] = [[]]  # each section's stamped times
+    latest = now = float("-inf")
+    stamp = None
+    for line in lines:
+        if line.timestamp is not None and line.timestamp != stamp:
+            stamp, now = line.timestamp, _seconds(line.timestamp)
+            if now < latest - SECTION_GAP_S:
+                sections.append([])
+                spans.append([])
+                latest = now
+            latest = max(latest, now)
+            spans[-1].append(now)
+        sections[-1].append((now, line))
+    if len(sections) == 1 or not _at_the_same_time(spans):
+        return lines
+    return [line for _, line in heapq.merge(*sections, key=lambda timed: timed[0])]
+
+
+def _at_the_same_time(spans: list[list[float]]) -> bool:
+    """Whether each section ran while the first did."""
+    first_start, first_end = min(spans[0]), max(spans[0])
+    return all(min(span) < first_end and max(span) > first_start for span in spans[1:] if span)
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def _is_reversed(lines: Sequence[LogLine]) -> bool:

@@ -234,7 +234,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "tp_partition",
         C.INVALID_ARGUMENT,
         "is not divisible by",
-        r"(?:partition|size|heads|num_\w+|dim\w*|experts?|tp_size|block_[nk])\s*(?:=\s*\d+\s*)?"
+        r"(?:partition|size|heads|num_\w+|dim\w*|experts?|weights?|tp_size|block_[nk])"
+        r"\s*(?:=\s*\d+\s*)?"
         r"is not divisible by",
         95,
     ),
@@ -424,6 +425,16 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
     ),
     sig(
+        # The kernel driver's report of a GPU fault (dmesg, a journal that merges the
+        # kernel's messages): an Xid, a GPU lost from the bus. As decisive as the CUDA error
+        # it causes, so the earlier of the two is the root.
+        "gpu_xid",
+        C.CUDA_ERROR,
+        ("NVRM: Xid", "fallen off the bus"),
+        r"NVRM: Xid \(|GPU has fallen off the bus",
+        80,
+    ),
+    sig(
         # The HIP runtime's fatal report, its error name first ("hipErrorNoBinaryForGpu:
         # Unable to find code object ..."): ROCm's twin of cudaError. Not its API trace
         # (AMD_LOG_LEVEL), where a poll's hipErrorNotReady is no failure.
@@ -477,11 +488,12 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "nccl_warning",
         C.DISTRIBUTED_INIT,
-        ("NCCL WARN", "[c10d]"),
-        # c10d names the cause before the store times out: a peer it cannot reach, or an
-        # address (--dist-init-addr) that does not resolve.
+        ("NCCL WARN", "[c10d]", "connectFullMesh"),
+        # c10d (or Gloo) names the cause before the store times out: a peer it cannot reach,
+        # or an address (--dist-init-addr) that does not resolve.
         r"NCCL WARN |\[c10d\].*(?:failed to connect|timed out|timeout"
-        r"|Connection (?:reset|refused|closed)|network addresses of .* cannot be retrieved)",
+        r"|Connection (?:reset|refused|closed)|network addresses of .* cannot be retrieved)"
+        r"|Gloo connectFullMesh failed",
         93,
         Resolve.COLLECTIVE,
     ),

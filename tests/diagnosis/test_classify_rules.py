@@ -447,3 +447,92 @@ def test_a_collective_that_failed_for_memory_is_memory_once_the_group_served():
     setting_up = "[2026-02-01 10:00:00 TP0] Init torch distributed begin.\n"
     result = run(setting_up + COLLECTIVE_OUT_OF_MEMORY)
     assert (result.failure_class, result.runner_up) == (C.DISTRIBUTED_INIT, C.WEIGHTS_OOM)
+
+
+def test_the_kernels_gpu_fault_above_the_cuda_error_it_caused_is_the_root():
+    host = "Mar 03 12:42:03 node-14"
+    xid = f"{host} kernel: NVRM: Xid (PCI:0000:5d:00): 79, pid=3312, name=python3, GPU has fallen off the bus."
+    cuda = f"{host} sglang[3301]: torch.AcceleratorError: CUDA error: unspecified launch failure"
+    result = run(f"{xid}\n{cuda}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, xid)
+    # dmesg appended under the log: the CUDA error came first
+    result = run(f"{cuda}\n\n$ dmesg | tail -1\n{xid}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, cuda)
+
+
+def test_a_weight_the_tp_split_leaves_off_the_quantization_block_is_an_invalid_argument():
+    error = (
+        "ValueError: The output_size of gate's and up's weight = 96 is not divisible by weight "
+        "quantization block_n = 128."
+    )
+    path = "/usr/local/lib/python3.10/dist-packages/sglang/srt/layers/quantization/fp8.py"
+    result = run(TRACEBACK.format(path=path, func="create_weights", exception=error))
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, error)
+
+
+def _node(stamp: str, rank: str, *records: str) -> list[str]:
+    return [f"[2025-08-11 {stamp} {rank}] {record}" for record in records]
+
+
+def test_node_logs_pasted_one_after_another_are_read_in_the_order_things_happened():
+    # node 0 waited at the barrier for ranks that node 1 lost to the filesystem first
+    node0 = [
+        "### node 0",
+        *_node("20:00:05", "TP0", "Load weight begin. avail mem=78.20 GB"),
+        *_node("20:15:14", "TP0", "Load weight end. type=DeepseekV3ForCausalLM"),
+        *_node("20:23:14", "TP0", "Scheduler hit an exception: Traceback (most recent call last):"),
+        '  File "/x/sglang/srt/model_executor/model_runner.py", line 673, in load_model',
+        "ValueError: TP rank 0 could finish the model loading, but there are other ranks that "
+        "didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node.",
+    ]
+    stale = "OSError: [Errno 116] Stale file handle"
+    node1 = [
+        "### node 1",
+        *_node("20:00:06", "TP8", "Load weight begin. avail mem=78.20 GB"),
+        *_node("20:09:22", "TP8", "Scheduler hit an exception: Traceback (most recent call last):"),
+        '  File "/x/sglang/srt/model_loader/weight_utils.py", line 462, in safetensors_weights_iterator',
+        '  File "/x/safetensors/torch.py", line 313, in load_file',
+        stale,
+    ]
+    result = run("\n".join(node0 + node1) + "\n")
+    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, stale)
+    # a log of another day pasted under the first keeps its place: its lines came after
+    earlier = [line.replace("2025-08-11", "2025-07-30") for line in node1]
+    later = run("\n".join(node0 + earlier) + "\n")
+    assert later.failure_class is C.DISTRIBUTED_INIT
+
+
+def test_gloos_failed_full_mesh_is_the_cause_of_the_stores_timeout_after_it():
+    gloo = (
+        "RuntimeError: Gloo connectFullMesh failed with "
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error"
+    )
+    store = "torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg/0//cpu//8//gloo/0"
+    result = run(f"{gloo}\n{store}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, gloo)
+
+
+def _asgi(raised: list[str]) -> str:
+    serving = "[2026-07-14 12:5{m}:00] Decode batch, #running-req: 5, #token: 900, token usage: 0.01, cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0"
+    return "\n".join(
+        [
+            serving.format(m=1),
+            "[2026-07-14 12:52:54] ERROR:    Exception in ASGI application",
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/protocols/http/h11_impl.py", line 403, in run_asgi',
+            *raised,
+            serving.format(m=5),
+        ]
+    )
+
+
+def test_a_client_gone_mid_stream_is_no_failure_but_a_front_end_out_of_files_is():
+    gone = [
+        "asyncio.exceptions.CancelledError: Cancelled by cancel scope 7f2a1c1b3e90",
+        "  | exceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)",
+        "    | h11._util.LocalProtocolError: Can't send data when our state is ERROR",
+    ]
+    assert run(_asgi(gone)).failure_class is C.NONE
+    emfile = "OSError: [Errno 24] Too many open files"
+    result = run(_asgi([emfile]))
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, emfile)
