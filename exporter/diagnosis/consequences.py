@@ -17,6 +17,10 @@ from exporter.logs.lines import LogLine
 _REFUSED = re.compile(
     r"\b(?:Error code: 4\d\d|BadRequestError|RateLimitError|UnprocessableEntityError)\b"
 )
+# A client that gave up waiting: a hang only if the server stopped serving too.
+_CLIENT_TIMED_OUT = re.compile(
+    r"(?:httpx|httpcore|openai|requests|urllib3|aiohttp)[\w.]*\.\w*Timeout\w*(?::|$)"
+)
 # A request's error caught for it, then a 500: SGLang's OpenAI layer (logger.exception),
 # uvicorn around any handler (a client that went away mid-stream, most often).
 _CAUGHT = "Error in request:"
@@ -32,6 +36,8 @@ _CLIENT_GONE = re.compile(
 _HANDLER_SPAN = 30  # lines of the caught error's traceback under its record
 _GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _SAYS_ANOTHER_FAILED = frozenset({"peer_lost"})
+_NAMING = ("signature", "exception", "wording")  # the layers that read what a line says
+_NAMED = frozenset(FailureClass) - {FailureClass.NONE, FailureClass.OTHER}
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
     FailureClass.WEIGHTS_OOM,
@@ -49,10 +55,11 @@ def after_causes(attempt: Reading, verdicts: Sequence[Verdict]) -> list[Verdict]
 def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
     """One request's failure, with nothing naming a failure of the server and the server
     serving after it, is no failure: a request refused for its own fault (a 4xx: too long,
-    over a rate limit), or one whose error the server's handler caught and answered."""
+    over a rate limit), one whose error the server's handler caught and answered, or a
+    client that stopped waiting for a long generation."""
     best = verdicts[0]
     if (
-        best.failure_class is not FailureClass.OTHER
+        best.failure_class not in (FailureClass.OTHER, FailureClass.HANG_TIMEOUT)
         or best.confidence is Confidence.HIGH
         or best.root is None
         or not _one_request(attempt.ordered, best.root)
@@ -64,7 +71,8 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
 
 
 def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
-    if _REFUSED.search(ordered[root].message):
+    message = ordered[root].message
+    if _REFUSED.search(message) or _CLIENT_TIMED_OUT.match(message):
         return True
     for at in range(max(0, root - _HANDLER_SPAN), root + 1):
         message = ordered[at].message
@@ -98,15 +106,16 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
     else:
         return verdict
     # A rank that says another failed ("other ranks that didn't finish loading") follows
-    # whatever failed before it; other consequences only a confident cause.
-    least = 0 if verdict.rule in _SAYS_ANOTHER_FAILED else CONFIDENT
+    # whatever named a failure before it; other consequences only a confident cause.
+    if verdict.rule in _SAYS_ANOTHER_FAILED:
+        causes = [v for v in causes if v.layer in _NAMING and v.failure_class in _NAMED]
+        least = 0
+    else:
+        least = CONFIDENT
     earlier = [
         cause.score
         for cause in causes
-        if cause.root is not None
-        and cause.root < verdict.root
-        and cause.score >= least
-        and cause.failure_class is not FailureClass.NONE
+        if cause.root is not None and cause.root < verdict.root and cause.score >= least
     ]
     return replace(verdict, score=max(earlier) - 1) if earlier else verdict
 

@@ -1,7 +1,8 @@
 """Traceback frames as the classifier needs them: which code raised, and from which package.
 
-Frames reach us in the shapes pasted logs take: indented or not, and hard-wrapped so that
-``File "...memory_pool.py",`` and ``line 499, in _init_mamba_pool`` sit on two lines.
+Frames reach us in the shapes pasted logs take: indented or not, hard-wrapped so that
+``File "...memory_pool.py",`` and ``line 499, in _init_mamba_pool`` sit on two lines, or as
+IPython prints them in a notebook (``File /x/memory_pool.py:499, in _init_mamba_pool(self)``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from dataclasses import dataclass
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import TRACEBACK_START
 
-_FRAME = re.compile(r'^File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)')
+_FRAME = re.compile(
+    r'^File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)'
+    r"|^File (?P<ipath>[^\s\"]+\.py):\d+, in (?P<ifunc>[\w.<>]+)"  # IPython's: "File /x.py:12, in f(a)"
+)
 _FRAME_HEAD = re.compile(r'^File "(?P<path>[^"]+)",?$')  # the path, wrapped before "line N"
 _FRAME_TAIL = re.compile(r"^line \d+,? in (?P<func>\S+)")
 _CHAIN_OR_START = ("During handling", "The above")
@@ -56,7 +60,10 @@ def frame_at(ordered: Sequence[LogLine], position: int) -> Frame | None:
         return None
     match = _FRAME.match(message)
     if match:
-        return Frame(match.group("path"), match.group("func"), position)
+        path, func = (
+            match.group("path", "func") if match.group("path") else match.group("ipath", "ifunc")
+        )
+        return Frame(path, func, position)
     head = _FRAME_HEAD.match(message)
     if head and position + 1 < len(ordered):
         tail = _FRAME_TAIL.match(ordered[position + 1].message)

@@ -26,6 +26,14 @@ from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
+# IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
+# "GatedRepoError          Traceback (most recent call last)"; its own line comes last.
+_IPYTHON_HEADER = re.compile(r"^\S+ {3,}Traceback \(most recent call last\)$")
+# ... and quotes the code of each frame (``File /x/y.py:402, in f(a)``) numbered, the line
+# that raised under an arrow: "401 try:", "--> 402     response.raise_for_status()".
+_IPYTHON_CODE = re.compile(r"^(?:-+> +)?\d+ ")
+_IPYTHON_FRAME_OR_CODE = re.compile(r"^(?:File \S+\.py:\d+, in |(?:-+> +)?\d+ )")
+_BARE_EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$")
 CARETS = re.compile(r"^[\s^~]+$")
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
@@ -179,16 +187,19 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
     for i, line in enumerate(ordered):
         # The source line under a traceback frame quotes code ('raise RuntimeError("NCCL
         # error...")'), not an error that happened.
+        text = line.message
         is_source = (
             previous is not None
-            and previous.message.startswith('File "')
+            and (
+                previous.message.startswith('File "')
+                or (_IPYTHON_CODE.match(text) and _IPYTHON_FRAME_OR_CODE.match(previous.message))
+            )
             and not is_exception(line)
             and not _asserts_bare(ordered, i)
         )
-        if line.number in skip or is_source or reporters_words(line):
+        if line.number in skip or is_source or reporters_words(line) or _IPYTHON_HEADER.match(text):
             previous = line if is_source else None
             continue
-        text = line.message
         matched = False
         # One search for every signature's literals: most lines hold none of them.
         for signature in SIGNATURES if ANY_LITERAL.search(text) else ():
@@ -285,6 +296,14 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
         ):
             return i
     return None
+
+
+def exception_opening(ordered: Sequence[LogLine], root: int) -> int:
+    """An exception whose message starts with a newline prints its type alone
+    (``RuntimeError:``) and the message under it: the type's line opens the statement."""
+    if root > 0 and _BARE_EXCEPTION.match(ordered[root - 1].message):
+        return root - 1
+    return root
 
 
 def assert_source(ordered: Sequence[LogLine], root: int) -> int:

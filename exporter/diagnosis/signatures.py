@@ -461,6 +461,17 @@ SIGNATURES: tuple[Signature, ...] = (
         95,
     ),
     sig(
+        # An RDMA transport (NCCL's IB, UCX, Mooncake, NIXL) registering or creating its
+        # buffers against the locked-memory limit: "Cannot allocate memory" is ulimit -l,
+        # not the GPU's or the host's memory.
+        "rdma_locked_memory",
+        C.DISTRIBUTED_INIT,
+        ("ibv_", "register memory", "max locked memory", "RLIMIT_MEMLOCK"),
+        r"(?:ibv_\w+|[Rr]egister memory)\b.*Cannot allocate memory|max locked memory"
+        r"|RLIMIT_MEMLOCK",
+        94,
+    ),
+    sig(
         "collective_setup",
         C.DISTRIBUTED_INIT,
         (
@@ -571,6 +582,25 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Caught signal \d+ \(",
         60,
         Resolve.NATIVE_CRASH,
+    ),
+    sig(
+        # multiprocessing's spawn re-imports the main module: a script that starts an Engine
+        # at its top level, with no `if __name__ == "__main__":`, starts it again in every
+        # child. Its message starts on the line under "RuntimeError:".
+        "spawn_without_main_guard",
+        C.OTHER,
+        "An attempt has been made to start a new process",
+        r"An attempt has been made to start a new process before",
+        70,
+    ),
+    sig(
+        # A router in front of the server (sgl-router, the model gateway) giving up on its
+        # health checks: the worker lives but does not answer.
+        "gateway_health_check",
+        C.HANG_TIMEOUT,
+        ("Health check timeout", "marked unhealthy", "No healthy workers"),
+        r"Health check timeout for worker|[Ww]orker \S+ marked unhealthy|No healthy workers",
+        50,
     ),
     sig(
         "scheduler_died",

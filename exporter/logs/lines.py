@@ -54,7 +54,8 @@ _FOREIGN_PREFIXES = (
     # kubectl logs --prefix: "[pod/ds-r1-lws-0/sglang] "
     re.compile(r"\[pod/[\w.-]+/[\w.-]+\](?: |$)"),
     # a Ray worker's output: "(ServeReplica:app:SGLang pid=5120) ", "(task, pid=412, ip=10.0.0.2) "
-    re.compile(r"\((?:[\w:.-]+,? )?pid=\d+(?:, ip=[\d.]+)?\)(?: |$)"),
+    # (and an actor named after its class: "(MapWorker(MapBatches(Predictor)) pid=8812, ...")
+    re.compile(r"\((?:[\w:.()-]+,? )?pid=\d+(?:, ip=[\d.]+)?\)(?: |$)"),
     # torch distributed: "[rank3]:"
     re.compile(r"\[rank\d+\]:"),
     # Slurm's srun --label: "0: ", "12: " (the task number)

@@ -536,3 +536,72 @@ def test_a_client_gone_mid_stream_is_no_failure_but_a_front_end_out_of_files_is(
     emfile = "OSError: [Errno 24] Too many open files"
     result = run(_asgi([emfile]))
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, emfile)
+
+
+def test_an_rdma_transport_out_of_locked_memory_cannot_form_the_group():
+    for line in (
+        "E0915 09:02:41.518273  2871 rdma_context.cpp:247] Failed to register memory "
+        "0x7f0e8c000000: Cannot allocate memory [12]",
+        "[1765872211.402118] [dec-0:3197 :0]     ib_iface.c:1091 UCX  ERROR   "
+        "ibv_create_cq(cqe=4096) failed: Cannot allocate memory : Please set max locked memory "
+        "(ulimit -l) to 'unlimited' (current: 8192 kbytes)",
+    ):
+        result = run(f"{line}\nRuntimeError: KV transfer engine failed to initialize\n")
+        assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, line)
+
+
+def test_an_engine_started_in_a_script_with_no_main_guard_is_rooted_at_its_runtime_error():
+    text = """Traceback (most recent call last):
+  File "/usr/lib/python3.10/multiprocessing/spawn.py", line 125, in _main
+    prepare(preparation_data)
+RuntimeError:
+        An attempt has been made to start a new process before the
+        current process has finished its bootstrapping phase.
+[2025-06-10 18:20:07] Rank 0 scheduler is dead. Please check if there are relevant logs.
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, "RuntimeError:")
+
+
+def test_a_router_that_gave_up_on_a_workers_health_checks_says_it_hangs():
+    line = (
+        "2025-10-22 16:31:14  WARN sglang_router_rs::core::worker: Health check timeout for "
+        "worker http://10.0.4.21:30000 after 5s"
+    )
+    result = run(f"{line}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, line)
+
+
+def test_a_client_that_stopped_waiting_is_no_failure_while_the_server_serves_on():
+    batch = (
+        "[2025-03-14 11:05:{s} TP0] Decode batch. #running-req: 1, #token: 3345, token usage: "
+        "0.02, gen throughput (token/s): 31.88, #queue-req: 0"
+    )
+    timeout = "httpcore.ReadTimeout: timed out"
+    assert run(f"{batch.format(s=20)}\n{timeout}\n{batch.format(s=25)}\n").failure_class is C.NONE
+    assert run(f"{batch.format(s=20)}\n{timeout}\n").failure_class is C.HANG_TIMEOUT
+
+
+def test_a_notebooks_traceback_is_read_as_ipython_prints_it():
+    gated = "GatedRepoError: 401 Client Error. (Request ID: Root=1-67f3a1c2)"
+    hub = "/opt/conda/lib/python3.11/site-packages/huggingface_hub/utils/_http.py"
+    text = f"""GatedRepoError                            Traceback (most recent call last)
+File {hub}:419, in hf_raise_for_status(response, endpoint_name)
+    417     message = f"{{response.status_code}} Client Error." + "\\n\\n" + "Cannot access gated repo"
+--> 419     raise _format(GatedRepoError, message, response) from e
+
+{gated}
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, gated)
+    # the frame is read too: a check in server_args rejects an argument
+    args = "/opt/conda/lib/python3.11/site-packages/sglang/srt/server_args.py"
+    error = "ValueError: page_size must be a power of two for this backend"
+    cell = f"""ValueError                                Traceback (most recent call last)
+File {args}:812, in ServerArgs.__post_init__(self)
+--> 812     raise ValueError("page_size must be a power of two for this backend")
+
+{error}
+"""
+    result = run(cell)
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, error)

@@ -47,7 +47,9 @@ WRAPPERS: dict[str, Callable[[int, str], str]] = {
     "docker compose, coloured": lambda i, line: f"\x1b[36msglang-1  |\x1b[0m {line}",
     "journald": lambda i, line: f"Mar 01 10:00:{i % 60:02d} gpu-3 python3[4242]: {line}",
     "slurm --label": lambda i, line: f"0: {line}",
-    "ray worker": lambda i, line: f"(SGLangWorker pid=5120) {line}",
+    "ray actor": lambda i, line: (
+        f"(MapWorker(MapBatches(SGLangPredictor)) pid=5120, ip=10.0.7.19) {line}"
+    ),
     "nested": lambda i, line: f"{_stamp(i)} [pod/ray-0/worker] (RayWorker pid=9) 1: {line}",
     "markdown quote": lambda i, line: f"> {line}",
     "markdown quote in a quote": lambda i, line: f"> > {line}",
