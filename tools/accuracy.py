@@ -41,6 +41,9 @@ LABELLED_SETS = {
     "heldout13": DATA / "heldout13",
     "heldout14": DATA / "heldout14",
     "heldout15": DATA / "heldout15",
+    "heldout16": DATA / "heldout16",
+    "heldout17": DATA / "heldout17",
+    "heldout18": DATA / "heldout18",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -32,6 +32,22 @@ def attempts(config):
     return History(config.paths.state_dir).read().attempts
 
 
+def describe_attempts(config) -> str:
+    """Each attempt as the daemon recorded it, and the end of the last ended one's log: what
+    a failure of these tests needs to say why a relaunch did not serve."""
+    records = attempts(config)
+    lines = [
+        f"  attempt {a.attempt}: {a.failure_class} (exit {a.exit_code}, signal {a.signal}, "
+        f"by {a.stopped_by}): {a.root_cause_line!r}"
+        for a in records
+    ]
+    ended = [a for a in records if a.ended_at is not None and a.log]
+    if ended and Path(ended[-1].log).exists():
+        tail = Path(ended[-1].log).read_text(errors="replace").splitlines()[-40:]
+        lines += [f"  the end of attempt {ended[-1].attempt}'s log:", *("    " + t for t in tail)]
+    return "\n".join(lines)
+
+
 def running(proc: psutil.Process) -> bool:
     """Alive and not a zombie (a zombie is dead, whoever has not reaped it yet)."""
     try:
@@ -75,7 +91,10 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
     try:
 
         def fail(what: str) -> str:
-            return f"{what}; the daemon said:\n{namespace.stderr()[-4000:]}"
+            return (
+                f"{what}; the attempts:\n{describe_attempts(config)}\n"
+                f"the daemon said:\n{namespace.stderr()[-4000:]}"
+            )
 
         def serving(number: int) -> None:
             try:
