@@ -29,6 +29,7 @@ from exporter.logs.splitter import line_batches
 from exporter.logs.tracebacks import EXCEPTION_LINE
 from exporter.logs.unwrap import wrap_width
 from tests.conftest import CORPUS, DATA, GOLDEN
+from tests.diagnosis.test_classify_recorded import HELDOUT_SETS
 
 RECORDED = sorted(DATA.glob("sglang-*-cpu/*.log")) + sorted(GOLDEN.glob("*.log"))
 LOGS = sorted(CORPUS.glob("*.log")) + sorted((DATA / "heldout").glob("*.log")) + RECORDED
@@ -85,6 +86,19 @@ def stamp_before(lines: list[str], index: int) -> str | None:
 
 def inserted(lines: list[str], index: int, added: list[str]) -> str:
     return "\n".join(lines[:index] + added + lines[index:]) + "\n"
+
+
+@pytest.mark.parametrize("name", [n for n in HELDOUT_SETS if n != "heldout"])
+def test_the_excerpt_of_every_other_labelled_log_classifies_as_the_whole_log(name: str):
+    # The later sets, read once each as `classify FILE` reads them (the test below reads the
+    # first ones every way a log arrives).
+    differ = []
+    for path in sorted((DATA / name).glob("*.log")):
+        data = path.read_bytes()
+        excerpt, _ = read_excerpt(io.BytesIO(data))
+        if classify(*excerpt.read()) != whole(data.decode("utf-8", errors="replace")):
+            differ.append(path.name)
+    assert differ == []
 
 
 @pytest.mark.parametrize("path", LOGS, ids=IDS)
