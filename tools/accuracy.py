@@ -44,6 +44,8 @@ LABELLED_SETS = {
     "heldout16": DATA / "heldout16",
     "heldout17": DATA / "heldout17",
     "heldout18": DATA / "heldout18",
+    "heldout19": DATA / "heldout19",
+    "heldout20": DATA / "heldout20",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import TRACEBACK_START
 
+# Python's frame, or IPython's ("File /x.py:12, in f(a)")
 _FRAME = re.compile(
     r'^File "(?P<path>[^"]+)", line \d+,? in (?P<func>\S+)'
-    r"|^File (?P<ipath>[^\s\"]+\.py):\d+, in (?P<ifunc>[\w.<>]+)"  # IPython's: "File /x.py:12, in f(a)"
+    r"|^File (?P<ipath>[^\s\"]+\.py):\d+, in (?P<ifunc>[\w.<>]+)"
 )
 _FRAME_HEAD = re.compile(r'^File "(?P<path>[^"]+)",?$')  # the path, wrapped before "line N"
 _FRAME_TAIL = re.compile(r"^line \d+,? in (?P<func>\S+)")

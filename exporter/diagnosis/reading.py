@@ -65,6 +65,10 @@ _LIFECYCLE = {
 }
 _NO_SIGNATURE_HERE = {EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH, EventKind.SERVER_ARGS}
 SERVING = {EventKind.SERVER_READY, EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH}
+# kubectl describe's probe settings ("Liveness: http-get http://:30000/health delay=360s
+# timeout=5s ..."): configuration, not a timeout that happened.
+_PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tcp-socket|grpc)\b")
+RECOVERABLE = frozenset({"nccl_warning"})  # signatures of warnings a group can recover from
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,7 @@ class Reading:
     # Where SGLang was asked to stop (SIGTERM), or the end: what a stop brings about comes
     # after it.
     stopped_at: int
+    recovered: frozenset[int] = frozenset()  # warnings the server served after (no failure)
 
     def served_before(self, position: int) -> bool:
         """Whether the server had served (ready, a batch) by the line at ``position``."""
@@ -111,6 +116,8 @@ class Reading:
                 and not message.startswith(IGNORED_ERRORS)
                 and not _interrupted(ordered, i)
                 and not reporters_words(line)
+                and i not in self.recovered
+                and not _PROBE_SPEC.match(message)
             ):
                 found.append(i)
         return found
@@ -132,7 +139,17 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     stopped_at = next(sigterms, len(ordered))
     skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
     hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at)
-    return Reading(ordered, hits, steps, batches, outcome, stopped_at)
+    recovered = frozenset(h.position for h in hits if _recovered_from(h, steps))
+    hits = [h for h in hits if h.position not in recovered]
+    return Reading(ordered, hits, steps, batches, outcome, stopped_at, recovered)
+
+
+def _recovered_from(hit: Hit, steps: Sequence[tuple[int, Event]]) -> bool:
+    """A warning while the group formed (c10d retrying a peer not listening yet, NCCL falling
+    back to another transport) that the server went on to serve after: no failure."""
+    return hit.signature.name in RECOVERABLE and any(
+        event.kind in SERVING for p, event in steps if p > hit.position
+    )
 
 
 def _blanked(line: LogLine) -> LogLine:

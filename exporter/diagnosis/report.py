@@ -35,6 +35,13 @@ _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 # The section where an issue template asks for `python3 -m sglang.check_env`'s output.
 _ENVIRONMENT_HEADING = re.compile(r"(?i)#{1,6} .*(?:environment|\benv\b)|#{1,6} .*环境")
 _FENCE = ("```", "~~~")
+# A line of prose: this many words at least, this share of them plain words (letters, with
+# the punctuation of a sentence around them), a sentence's end somewhere.
+_PROSE_WORDS = 10
+_PROSE_SHARE = 0.8
+_PLAIN_WORD = re.compile(r"[(\"'`]*[A-Za-z][a-z']*[)\"'`.,;:!?]*|-|&")
+_RECORD_OPENING = re.compile(r"(?i)(?:error|fatal|failed|exception|warning|critical|info|debug)\b")
+_SENTENCE_END = re.compile(r"[.:!?](?:\s|$)")
 # What a paste puts around a log: a code fence, the HTML of a collapsed block.
 _PASTE_FURNITURE = re.compile(r"^(?:```|~~~|</?(?:details|summary|pre|code)\b)")
 
@@ -97,7 +104,34 @@ def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
             outside.append(i)
     if fenced_failure:  # most logs hold no fence: their lines are never asked
         own.update(lines[i].number for i in outside if not _reads_as_log(lines, i))
-    return own
+    return own | _prose_above_the_log(lines)
+
+
+def _prose_above_the_log(lines: Sequence[LogLine]) -> set[int]:
+    """The numbers of the reporter's sentences above an unfenced log, before its first
+    line that reads as the server's ("Just want to confirm this is a normal shutdown - our
+    deploy tool flagged ... exit code 137."). A paste with no such line (a chat message with
+    the error inline) is all the reporter's words and the error's: none is taken."""
+    prose = set()
+    for i, line in enumerate(lines):
+        if _reads_as_log(lines, i):
+            return prose
+        if _sentences(line.message):
+            prose.add(line.number)
+    return set()
+
+
+def _sentences(message: str) -> bool:
+    """Prose: many words, most of them words of a language, ending as a sentence does, and
+    not opening as a program's error record does ("Error starting router: ...")."""
+    words = message.split()
+    plain = sum(1 for word in words if _PLAIN_WORD.fullmatch(word))
+    return (
+        len(words) >= _PROSE_WORDS
+        and _RECORD_OPENING.match(message) is None
+        and plain >= _PROSE_SHARE * len(words)
+        and _SENTENCE_END.search(message) is not None
+    )
 
 
 def _reads_as_log(lines: Sequence[LogLine], position: int) -> bool:

@@ -341,7 +341,9 @@ SIGNATURES: tuple[Signature, ...] = (
         "shared_library_missing",
         C.DEPENDENCY_ERROR,
         ("cannot open shared object file", "undefined symbol"),
-        r"cannot open shared object file|^(?:- )?ImportError: .*undefined symbol",
+        # (not NCCL looking for an optional plugin: "NCCL INFO NET/Plugin: ... libnccl-net.so")
+        r"^(?!.* NCCL INFO ).*cannot open shared object file"
+        r"|^(?:- )?ImportError: .*undefined symbol",
         96,
     ),
     sig(
@@ -365,11 +367,15 @@ SIGNATURES: tuple[Signature, ...] = (
             "too many blocks in cooperative",
             "failed with error code",
             "Triton Error",
+            "ninja: build stopped",
+            "Failed to compile JIT",
         ),
         r"no kernel image is available|Ninja is required|out of resource: shared memory"
         r"|OutOfResources|CompilationError|nvcc fatal|too many blocks in cooperative launch"
         r"|^(?:RuntimeError: )?\w+ failed with error code (?!out of memory)"
-        r"|Triton Error \[\w+\]: (?!out of memory)",
+        r"|Triton Error \[\w+\]: (?!out of memory)"
+        # a JIT build that stopped, in ninja's words or in what called it
+        r"|ninja: build stopped: subcommand failed|Failed to compile JIT\b",
         92,
     ),
     sig(
@@ -379,6 +385,16 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\.(?:h|hpp|cuh|cu|cpp|cc|c)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal |catastrophic )?error"
         r"|ptxas fatal|nvcc fatal",
         97,
+    ),
+    sig(
+        # The toolchain a JIT build calls, missing: the linker a library, the shell the
+        # compiler. As decisive as the build's failure around it: the earlier line is the root.
+        "toolchain_missing",
+        C.KERNEL_ERROR,
+        ("cannot find -l", "not found"),
+        r"\bld: cannot find -l\S+"
+        r"|^/bin/(?:ba)?sh: (?:\d+: )?\S*/(?:nvcc|gcc|g\+\+|cc|c\+\+|ninja|hipcc): not found",
+        92,
     ),
     sig(
         "native_library_check",
@@ -499,12 +515,13 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "nccl_warning",
         C.DISTRIBUTED_INIT,
-        ("NCCL WARN", "[c10d]", "connectFullMesh"),
+        ("NCCL WARN", "[c10d]", "connectFullMesh", "Unable to find address"),
         # c10d (or Gloo) names the cause before the store times out: a peer it cannot reach,
         # or an address (--dist-init-addr) that does not resolve.
-        r"NCCL WARN |\[c10d\].*(?:failed to connect|timed out|timeout"
+        # Not NCCL's advice on performance (ROCm's "NUMA auto balancing enabled ...").
+        r"NCCL WARN (?!NUMA auto balancing)|\[c10d\].*(?:failed to connect|timed out|timeout"
         r"|Connection (?:reset|refused|closed)|network addresses of .* cannot be retrieved)"
-        r"|Gloo connectFullMesh failed",
+        r"|Gloo connectFullMesh failed|gloo/transport/tcp/device\.cc.*Unable to find address",
         93,
         Resolve.COLLECTIVE,
     ),
@@ -524,6 +541,15 @@ SIGNATURES: tuple[Signature, ...] = (
         # was restarted for it. Below any exception: a crashed scheduler fails probes too.
         r"Liveness probe failed|failed liveness probe, will be restarted",
         40,
+    ),
+    sig(
+        # ... or never answered it while starting. A slow start fails a few of these before
+        # it succeeds; where a liveness probe failed too, that one restarted it.
+        "startup_probe_failed",
+        C.HANG_TIMEOUT,
+        ("Startup probe failed", "failed startup probe"),
+        r"Startup probe failed|failed startup probe, will be restarted",
+        39,
     ),
     sig(
         "workers_never_healthy",
@@ -661,12 +687,21 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "host_oom_killer",
         C.KILLED_BY_SIGNAL,
-        ("Killed process", "OOMKilled", "killed due to memory pressure", "running low on memory"),
+        (
+            "Killed process",
+            "OOMKilled",
+            "killed due to memory pressure",
+            "running low on memory",
+            "by the OOM killer",
+            "'oom-kill'",
+        ),
         r"Out of memory: Killed process|\bOOMKilled\b"
-        r"|killed due to memory pressure|was killed due to the node running low on memory",
-        # The kernel's OOM killer, or Ray's memory monitor (the raylet's "... Workers (tasks /
-        # actors) killed due to memory pressure (OOM)", the driver's "Task was killed due to
-        # the node running low on memory"): host memory, whatever the last Python words were.
+        r"|killed due to memory pressure|was killed due to the node running low on memory"
+        r"|has been killed by the OOM killer|Failed with result 'oom-kill'",
+        # The kernel's OOM killer (as dmesg or systemd reports it), or Ray's memory monitor
+        # (the raylet's "... Workers (tasks / actors) killed due to memory pressure (OOM)", the
+        # driver's "Task was killed due to the node running low on memory"): host memory,
+        # whatever the last Python words were.
         # Below scheduler_died, whose earlier line (SGLang noticing) is the root when both show.
         54,
     ),

@@ -605,3 +605,87 @@ File {args}:812, in ServerArgs.__post_init__(self)
 """
     result = run(cell)
     assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, error)
+
+
+def test_the_reporters_opening_paragraph_above_an_unfenced_log_is_not_the_log():
+    log = (
+        "[2026-08-27 11:03:07] Decode batch, #running-req: 4, #token: 9120, token usage: 0.02, "
+        "cuda graph: True, gen throughput (token/s): 311.80, #queue-req: 0\n"
+        "[2026-08-27 11:03:15] SIGTERM received. signum=None frame=None. Draining requests and "
+        "shutting down...\n"
+    )
+    words = (
+        "Just want to confirm this is a normal shutdown - our deploy tool flagged the pod as "
+        '"crashed" because of ERROR lines and exit code 137. Rolling update on k8s:'
+    )
+    assert run(f"{words}\n\n{log}").failure_class is C.NONE
+    # a chat message that is all one paragraph still says what failed
+    inline = "The server died with exit code 137 right after loading, any idea what kills it."
+    assert run(f"{inline}\n").failure_class is C.KILLED_BY_SIGNAL
+
+
+def test_systemd_saying_the_oom_killer_took_the_unit_is_a_host_oom_kill():
+    line = "Aug 11 03:22:58 gpu12 systemd[1]: sglang.service: A process of this unit has been killed by the OOM killer."
+    after = "Aug 11 03:22:59 gpu12 systemd[1]: sglang.service: Failed with result 'oom-kill'."
+    result = run(f"{line}\n{after}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, line)
+
+
+def test_nccls_and_gloos_own_words_on_a_network_that_is_not_there():
+    plugin = (
+        "sglang-0:212:212 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: "
+        "cannot open shared object file: No such file or directory : when loading libnccl-net.so"
+    )
+    numa = (
+        "node-1:3121:3121 [0] NCCL WARN NUMA auto balancing enabled which can lead to variability "
+        'in the RCCL performance! Disable by "sudo sysctl kernel.numa_balancing=0"'
+    )
+    gloo = (
+        "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:83] "
+        "ifa != nullptr. Unable to find address for: eth0"
+    )
+    result = run(f"{plugin}\n{numa}\n{gloo}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, gloo)
+
+
+def test_a_peer_c10d_retried_is_no_failure_once_the_server_serves():
+    retry = (
+        "[W204 09:11:58.447810213 socket.cpp:767] [c10d] The client socket has failed to connect "
+        "to [localhost]:40313 (errno: 99 - Cannot assign requested address)."
+    )
+    ready = "[2026-02-04 09:12:24] The server is fired up and ready to roll!"
+    assert run(f"{retry}\n{ready}\n").failure_class is C.NONE
+    assert run(f"{retry}\n").failure_class is C.DISTRIBUTED_INIT
+
+
+def test_a_startup_the_kubelet_gave_up_on_hangs_and_its_probe_settings_are_no_timeout():
+    text = """[2025-06-06 04:12:43 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=10.41 GB
+
+    Liveness:       http-get http://:30000/health delay=360s timeout=5s period=20s #success=1 #failure=3
+  Warning  Unhealthy  11m (x30 over 21m)  kubelet  Startup probe failed: Get "http://10.42.3.18:30000/health": dial tcp 10.42.3.18:30000: connect: connection refused
+  Normal   Killing    11m                 kubelet  Container sglang failed startup probe, will be restarted
+    Exit Code:    137
+"""
+    result = run(text)
+    assert result.failure_class is C.HANG_TIMEOUT
+    assert result.root_cause_line.startswith("Warning  Unhealthy")
+    # a slow start fails startup probes until it answers; the liveness probe restarted it
+    liveness = (
+        "  Warning  Unhealthy  3m40s (x3 over 4m)  kubelet  Liveness probe failed: Get "
+        '"http://10.42.3.17:30000/health": context deadline exceeded'
+    )
+    result = run(f"{text}{liveness}\n")
+    assert result.root_cause_line == liveness.strip()
+
+
+def test_the_toolchain_missing_under_a_jit_build_is_rooted_at_its_own_words():
+    for said in (
+        "/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found",
+        "/usr/bin/ld: cannot find -lcuda: No such file or directory",
+    ):
+        text = (
+            f"{said}\nninja: build stopped: subcommand failed.\n"
+            "subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.\n"
+        )
+        result = run(text)
+        assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, said)
