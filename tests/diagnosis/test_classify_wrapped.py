@@ -13,9 +13,11 @@ Chinese. This asks nothing of the labels: it holds where the classifier is wrong
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -122,6 +124,13 @@ def _read(text: str) -> tuple[str, str | None]:
     return result.failure_class.value, result.root_cause_line
 
 
+@functools.cache
+def _bare(directory: Path, file: str) -> tuple[str, tuple[str, str | None]]:
+    """A labelled log's text and how it reads bare: asked by every test here, read once."""
+    text = (directory / file).read_bytes().decode("utf-8", errors="replace")
+    return text, _read(text)
+
+
 def _wrapped(text: str, how: str) -> tuple[str, dict[str, set[str]]]:
     """The log wrapped, and each bare line's wrapped forms (a line may repeat)."""
     lines = text.splitlines()
@@ -143,8 +152,7 @@ def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
     offset = [*WRAPPERS, CRLF].index(how) % 5
     changed = []
     for name, directory, file in LOGS[offset::5]:
-        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
-        bare_class, bare_root = _read(text)
+        text, (bare_class, bare_root) = _bare(directory, file)
         joined, forms = _wrapped(text, how)
         got_class, got_root = _read(joined)
         same_root = got_root is None if bare_root is None else got_root in forms[bare_root]
@@ -174,8 +182,7 @@ def test_labelled_logs_read_the_same_hard_wrapped_at_a_terminals_width(width):
     # Each width on a third of the logs; the root cause is the first row of the bare one's.
     changed = []
     for name, directory, file in LOGS[list(HARD_WRAPS).index(width) :: len(HARD_WRAPS)]:
-        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
-        bare_class, bare_root = _read(text)
+        text, (bare_class, bare_root) = _bare(directory, file)
         wrapped, first_rows = _hard_wrapped(text, width)
         got_class, got_root = _read(wrapped)
         expected_root = None if bare_root is None else first_rows.get(bare_root, bare_root)
@@ -189,10 +196,9 @@ def test_every_labelled_log_reads_the_same_framed_as_a_report(how):
     before, after = FRAMES[how]
     changed = []
     for name, directory, file in LOGS:
-        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
+        text, bare = _bare(directory, file)
         if any(line.startswith("```") for line in before + after) and _FENCED.search(text):
             continue  # already a report's fenced paste: Markdown has no fence inside a fence
-        bare = _read(text)
         framed = _read("\n".join([*before, *text.splitlines(), *after]) + "\n")
         if framed != bare:
             changed.append(f"{name}/{file}: {bare[0]} -> {framed[0]}, root {framed[1]!r}")
@@ -213,8 +219,7 @@ def test_a_reports_title_quoting_the_error_is_not_its_root(title):
     # Each title on a third of the logs.
     changed = []
     for name, directory, file in LOGS[TITLES.index(title) :: len(TITLES)]:
-        text = (directory / file).read_bytes().decode("utf-8", errors="replace")
-        bare = _read(text)
+        text, bare = _bare(directory, file)
         if bare[1] is None or not says_failed(bare[1]):  # a title quotes errors
             continue
         titled = _read(title.format(root=bare[1]) + "\n\n" + text)
