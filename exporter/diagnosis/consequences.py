@@ -21,8 +21,7 @@ _REFUSED = re.compile(
 _CLIENT_TIMED_OUT = re.compile(
     r"(?:httpx|httpcore|openai|requests|urllib3|aiohttp)[\w.]*\.\w*Timeout\w*(?::|$)"
 )
-# A request's error caught for it, then a 500: SGLang's OpenAI layer (logger.exception),
-# uvicorn around any handler (a client that went away mid-stream, most often).
+# SGLang's OpenAI layer catching a request's error (logger.exception, then a 500 for it).
 _CAUGHT = "Error in request:"
 # uvicorn catching what a handler raised: no failure of the server when all it shows is the
 # client gone mid-response (a stream cancelled, a send on a closed connection).

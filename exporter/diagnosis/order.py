@@ -22,6 +22,7 @@ _COLLECTOR_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?
 # SGLang's clock going back by more than this starts another process's log pasted after the
 # first's (its processes' lines interleave out of order by a second or so, never a minute).
 SECTION_GAP_S = 60.0
+_BEFORE_ANY_STAMP = float("-inf")
 
 
 def in_time_order(lines: Sequence[LogLine]) -> list[LogLine]:
@@ -35,28 +36,30 @@ def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
     line above it, so a traceback stays whole. A log pasted after another that ran at
     another time (last week's startup) stays where it is, as does a single log."""
     sections: list[list[tuple[float, LogLine]]] = [[]]
-    spans: list[list[float]] = [[]]  # each section's stamped times
-    latest = now = float("-inf")
+    latest = now = _BEFORE_ANY_STAMP
     stamp = None
     for line in lines:
         if line.timestamp is not None and line.timestamp != stamp:
             stamp, now = line.timestamp, _seconds(line.timestamp)
             if now < latest - SECTION_GAP_S:
                 sections.append([])
-                spans.append([])
                 latest = now
             latest = max(latest, now)
-            spans[-1].append(now)
         sections[-1].append((now, line))
-    if len(sections) == 1 or not _at_the_same_time(spans):
+    if len(sections) == 1 or not _at_the_same_time(sections):
         return lines
     return [line for _, line in heapq.merge(*sections, key=lambda timed: timed[0])]
 
 
-def _at_the_same_time(spans: list[list[float]]) -> bool:
-    """Whether each section ran while the first did."""
-    first_start, first_end = min(spans[0]), max(spans[0])
-    return all(min(span) < first_end and max(span) > first_start for span in spans[1:] if span)
+def _at_the_same_time(sections: list[list[tuple[float, LogLine]]]) -> bool:
+    """Whether each section ran while the first did (by the times of its stamped lines; the
+    lines before the first stamp have none)."""
+    first = [time for time, _ in sections[0] if time != _BEFORE_ANY_STAMP]
+    start, end = min(first), max(first)
+    return all(
+        min(times) < end and max(times) > start
+        for times in ([time for time, _ in section] for section in sections[1:])
+    )
 
 
 def _seconds(stamp: str) -> float:

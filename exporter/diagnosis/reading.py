@@ -97,7 +97,7 @@ class Reading:
 
     def serves_after(self, position: int) -> bool:
         """Whether the server served (a batch, ready again) after the line at ``position``."""
-        return any(event.kind in SERVING for p, event in self.steps if p > position)
+        return _serves_after(self.steps, position)
 
     @cached_property
     def failure_lines(self) -> list[int]:
@@ -147,9 +147,11 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
 def _recovered_from(hit: Hit, steps: Sequence[tuple[int, Event]]) -> bool:
     """A warning while the group formed (c10d retrying a peer not listening yet, NCCL falling
     back to another transport) that the server went on to serve after: no failure."""
-    return hit.signature.name in RECOVERABLE and any(
-        event.kind in SERVING for p, event in steps if p > hit.position
-    )
+    return hit.signature.name in RECOVERABLE and _serves_after(steps, hit.position)
+
+
+def _serves_after(steps: Sequence[tuple[int, Event]], position: int) -> bool:
+    return any(event.kind in SERVING for p, event in steps if p > position)
 
 
 def _blanked(line: LogLine) -> LogLine:

@@ -108,8 +108,8 @@ def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
 
 
 def _prose_above_the_log(lines: Sequence[LogLine]) -> set[int]:
-    """The numbers of the reporter's sentences above an unfenced log, before its first
-    line that reads as the server's ("Just want to confirm this is a normal shutdown - our
+    """The numbers of the reporter's sentences above the log, before its first line that
+    reads as the server's ("Just want to confirm this is a normal shutdown - our
     deploy tool flagged ... exit code 137."). A paste with no such line (a chat message with
     the error inline) is all the reporter's words and the error's: none is taken."""
     prose = set()

@@ -173,15 +173,3 @@ def _json_record(text: str) -> tuple[str, str | None] | None:
             said = _ANSI_ESCAPE.sub("", said)
         return said.strip(), None if stamp is None else str(stamp)
     return None
-    if not isinstance(record, dict):
-        return None
-    for fields in (record, *(v for v in record.values() if isinstance(v, dict))):
-        said = next((fields[k] for k in _JSON_TEXT if isinstance(fields.get(k), str)), None)
-        if said is not None:
-            stamp = next((fields[k] for k in _JSON_TIME if k in fields), None)
-            if stamp is None:
-                stamp = next((record[k] for k in _JSON_TIME if k in record), None)
-            if "\x1b" in said:  # the colours of what the collector kept
-                said = _ANSI_ESCAPE.sub("", said)
-            return said.strip(), None if stamp is None else str(stamp)
-    return None

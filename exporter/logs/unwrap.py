@@ -75,10 +75,10 @@ def continues(row: str, above: str) -> bool:
     )
 
 
-def fills(row: str, width: int | None) -> bool:
+def fills(row: str, width: int) -> bool:
     """Whether ``row`` was cut at ``width``. A row padded to the width with spaces was not;
     one cut just after a space ends in that one space."""
-    return width is not None and len(row) == width and not _marked(row)[1].endswith(_PADDING)
+    return len(row) == width and not _marked(row)[1].endswith(_PADDING)
 
 
 def _marked(row: str) -> tuple[str, str, str]:
