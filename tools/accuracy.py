@@ -46,6 +46,11 @@ LABELLED_SETS = {
     "heldout18": DATA / "heldout18",
     "heldout19": DATA / "heldout19",
     "heldout20": DATA / "heldout20",
+    "heldout21": DATA / "heldout21",
+    "heldout22": DATA / "heldout22",
+    "heldout23": DATA / "heldout23",
+    "heldout24": DATA / "heldout24",
+    "heldout25": DATA / "heldout25",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -37,6 +37,8 @@ _GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _SAYS_ANOTHER_FAILED = frozenset({"peer_lost"})
 _NAMING = ("signature", "exception", "wording")  # the layers that read what a line says
 _NAMED = frozenset(FailureClass) - {FailureClass.NONE, FailureClass.OTHER}
+# What a server that serves on can still be short of.
+_SERVER_CONDITIONS = frozenset({FailureClass.KV_POOL_EXHAUSTED, FailureClass.MAMBA_CACHE_EXHAUSTED})
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
     FailureClass.WEIGHTS_OOM,
@@ -55,7 +57,8 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
     """One request's failure, with nothing naming a failure of the server and the server
     serving after it, is no failure: a request refused for its own fault (a 4xx: too long,
     over a rate limit), one whose error the server's handler caught and answered, or a
-    client that stopped waiting for a long generation."""
+    client that stopped waiting for a long generation. A condition the server's own lines
+    name (its KV pool full, retracting) is then what the log shows."""
     best = verdicts[0]
     if (
         best.failure_class not in (FailureClass.OTHER, FailureClass.HANG_TIMEOUT)
@@ -65,8 +68,11 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
         or not attempt.serves_after(best.root)
     ):
         return verdicts
+    named = (
+        v for v in verdicts if v.layer == "signature" and v.failure_class in _SERVER_CONDITIONS
+    )
     healthy = next(v for v in verdicts if v.failure_class is FailureClass.NONE)
-    return [healthy, *verdicts]
+    return [next(named, healthy), *verdicts]
 
 
 def _one_request(ordered: Sequence[LogLine], root: int) -> bool:

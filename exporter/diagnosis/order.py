@@ -22,7 +22,17 @@ _COLLECTOR_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?
 # SGLang's clock going back by more than this starts another process's log pasted after the
 # first's (its processes' lines interleave out of order by a second or so, never a minute).
 SECTION_GAP_S = 60.0
+# Logs that ran this close to each other's span ran together (one node's last lines, pasted
+# first, and another's, whose failure came minutes before).
+SECTION_NEAR_S = 900.0
 _BEFORE_ANY_STAMP = float("-inf")
+# Clocks of other writers, for lines SGLang did not stamp: the kernel's as ``dmesg -T``
+# prints it, and glog's (torch's C++ and NCCL's "[E611 22:17:34.502518901 file.cpp:632]"),
+# whose year is the server's. Where the clock's writer changes, another log was pasted.
+_DMESG_T = re.compile(
+    r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\]"
+)
+_GLOG = re.compile(r"^\[?[EWIF](\d{1,2})(\d\d) (\d\d:\d\d:\d\d)\.\d+ ")  # torch: month unpadded
 
 
 def in_time_order(lines: Sequence[LogLine]) -> list[LogLine]:
@@ -37,14 +47,17 @@ def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
     another time (last week's startup) stays where it is, as does a single log."""
     sections: list[list[tuple[float, LogLine]]] = [[]]
     latest = now = _BEFORE_ANY_STAMP
-    stamp = None
+    stamp = writer = None
+    year = next((line.timestamp[:4] for line in lines if line.timestamp is not None), None)
     for line in lines:
-        if line.timestamp is not None and line.timestamp != stamp:
-            stamp, now = line.timestamp, _seconds(line.timestamp)
-            if now < latest - SECTION_GAP_S:
+        clock = _clock(line, year)
+        if clock is not None and clock[1] != stamp:
+            source, stamp = clock[0], clock[1]
+            now = _seconds(stamp)
+            if now < latest - SECTION_GAP_S or (writer is not None and source != writer):
                 sections.append([])
                 latest = now
-            latest = max(latest, now)
+            latest, writer = max(latest, now), source
         sections[-1].append((now, line))
     if len(sections) == 1 or not _at_the_same_time(sections):
         return lines
@@ -55,11 +68,35 @@ def _at_the_same_time(sections: list[list[tuple[float, LogLine]]]) -> bool:
     """Whether each section ran while the first did (by the times of its stamped lines; the
     lines before the first stamp have none)."""
     first = [time for time, _ in sections[0] if time != _BEFORE_ANY_STAMP]
-    start, end = min(first), max(first)
+    start, end = min(first) - SECTION_NEAR_S, max(first) + SECTION_NEAR_S
     return all(
         min(times) < end and max(times) > start
         for times in ([time for time, _ in section] for section in sections[1:])
     )
+
+
+def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
+    """Who stamped the line, and when, as an ISO time."""
+    if line.timestamp is not None:
+        return "sglang", line.timestamp
+    message = line.message
+    if not message[:1].isalpha() and not message.startswith("["):
+        return None
+    try:
+        kernel = _DMESG_T.match(message)
+        if kernel is not None:
+            month, day, time, kernel_year = kernel.groups()
+            when = datetime.strptime(f"{kernel_year} {month} {day} {time}", "%Y %b %d %H:%M:%S")
+            return "kernel", when.isoformat(sep=" ")
+        glog = _GLOG.match(message)
+        if glog is not None and year is not None:
+            month, day, time = glog.groups()
+            stamp = f"{year}-{int(month):02d}-{day} {time}"
+            datetime.fromisoformat(stamp)  # a line that only looks like glog's: no date
+            return "glog", stamp
+    except ValueError:
+        pass
+    return None
 
 
 def _seconds(stamp: str) -> float:

@@ -50,6 +50,9 @@ _RUNTIME_FRAMES = (
 # torch_memory_saver's resume): through the model's load_weights, but at runtime.
 _SERVING_ENGINE_FRAMES = ("update_weights_from", "resume_memory_occupation")
 _RUNTIME_CLASSES = {FailureClass.RUNTIME_OOM, FailureClass.KV_POOL_EXHAUSTED}
+# A forward pass through SGLang's model code, cut above the scheduler's frames: loading
+# weights and sizing the pools run no forward, so it was a batch (or a warmup's).
+_MODEL_FORWARD = re.compile(r"/sglang/srt/(?:models|layers)/\S+:forward\w*(?:\s|$)")
 
 
 def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:
@@ -70,6 +73,8 @@ def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:
         return _OOM_BY_STEP[last_step.kind], True
     if last_step is not None and last_step.kind in SERVING:
         return FailureClass.RUNTIME_OOM, True
+    if last_step is None and _MODEL_FORWARD.search(frames):
+        return FailureClass.RUNTIME_OOM, False
     return _guessed_from_wording(ordered[root].message), False
 
 

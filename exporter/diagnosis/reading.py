@@ -43,6 +43,11 @@ _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a ch
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
 PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 IGNORED_ERRORS = ("Ignore import error when loading",)
+# An import that failed inside ``try``: its handler took a fallback, and when what the
+# handler then raised ("During handling of the above exception ...") is decisive of its own
+# (an OOM in the fallback loader), that is the failure.
+_IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+_HANDLED = "During handling of the above exception"
 # Lines that start a new thought: a wrapped line never continues into one of these.
 _NOT_A_CONTINUATION = re.compile(r"^(?:File \"|Traceback|\[|During handling|The above)")
 _LIFECYCLE = {
@@ -60,11 +65,17 @@ _LIFECYCLE = {
     EventKind.SERVER_READY,
     EventKind.PREFILL_BATCH,
     EventKind.DECODE_BATCH,
+    EventKind.REQUEST_SERVED,
     EventKind.RETRACTION,
     EventKind.SIGTERM_RECEIVED,
 }
 _NO_SIGNATURE_HERE = {EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH, EventKind.SERVER_ARGS}
-SERVING = {EventKind.SERVER_READY, EventKind.DECODE_BATCH, EventKind.PREFILL_BATCH}
+SERVING = {
+    EventKind.SERVER_READY,
+    EventKind.DECODE_BATCH,
+    EventKind.PREFILL_BATCH,
+    EventKind.REQUEST_SERVED,
+}
 # kubectl describe's probe settings ("Liveness: http-get http://:30000/health delay=360s
 # timeout=5s ..."): configuration, not a timeout that happened.
 _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tcp-socket|grpc)\b")
@@ -200,6 +211,14 @@ def is_exception(line: LogLine) -> bool:
     return EXCEPTION_LINE.match(line.message) is not None
 
 
+def _handled_import(ordered: Sequence[LogLine], position: int) -> bool:
+    match = EXCEPTION_LINE.match(ordered[position].message)
+    if match is None or match.group("type").rsplit(".", 1)[-1] not in _IMPORT_ERRORS:
+        return False
+    # a blank line between, which a wrapper may have left its mark on
+    return any(line.message.startswith(_HANDLED) for line in ordered[position + 1 : position + 4])
+
+
 def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
     hits: list[Hit] = []
     previous: LogLine | None = None
@@ -244,10 +263,16 @@ def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
 
 def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int) -> list[Hit]:
     """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
-    loading ...`` and the text it quotes on the next line), and after a graceful SIGTERM weak
+    loading ...`` and the text it quotes on the next line), an import whose handler took
+    a fallback that failed for a reason of its own, and after a graceful SIGTERM weak
     signs such as a shell's ``Killed`` (SGLang ends even a clean drain with SIGKILL) and the
     process group torn down (``_after_a_stop``)."""
-    ignored = set()
+    ignored = {
+        h.position
+        for h in hits
+        if _handled_import(ordered, h.position)
+        and any(o.position > h.position and o.signature.priority >= DECISIVE for o in hits)
+    }
     for i, line in enumerate(ordered):
         if line.message.startswith(IGNORED_ERRORS):
             ignored.add(i)

@@ -118,6 +118,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "runs out of memory",
             "smaller number for `--max-running-requests`",
             "Out of memory even after retracting",
+            "ut of memory. This should never happen",
         ),
         # The token pool: "Prefill/Decode out of memory. Try to lower your batch size", and
         # the allocator's own "Out of memory. Try to lower your batch size." (alloc_token_slots).
@@ -126,7 +127,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"(?:Prefill|Decode) out of memory\. Try to lower|Out of memory\. Try to lower your batch"
         r"|alloc_req_slots runs out of memory"
         r"|Please set a smaller number for `--max-running-requests`"
-        r"|Out of memory even after retracting",
+        r"|Out of memory even after retracting"
+        # 0.1.x: the decode step could not place a batch even after retracting
+        r"|Decode out of memory\. This should never happen",
         100,
         phase=Phase.RUNTIME,
     ),
@@ -134,7 +137,8 @@ SIGNATURES: tuple[Signature, ...] = (
         "retraction",
         C.KV_POOL_EXHAUSTED,
         "#retracted_reqs",
-        r"KV cache pool is full\. Retract requests|Decode out of memory happened",
+        # 0.1.x wrote "decode out of memory happened" in lower case
+        r"KV cache pool is full\. Retract requests|[Dd]ecode out of memory happened",
         40,
         phase=Phase.RUNTIME,
     ),
@@ -461,6 +465,16 @@ SIGNATURES: tuple[Signature, ...] = (
         80,
     ),
     sig(
+        # The driver refusing what a newer CUDA built (Triton's bundled ptxas, a wheel for a
+        # newer toolkit): the driver is too old, whichever kernel tripped over it first.
+        "driver_older_than_build",
+        C.CUDA_ERROR,
+        ("unsupported toolchain", "driver version is insufficient"),
+        r"the provided PTX was compiled with an unsupported toolchain"
+        r"|CUDA driver version is insufficient for CUDA runtime version",
+        93,  # above kernel_unavailable: it is the driver, not the kernel
+    ),
+    sig(
         "device_busy",
         C.CUDA_ERROR,
         "busy or unavailable",
@@ -501,14 +515,12 @@ SIGNATURES: tuple[Signature, ...] = (
             "ncclInvalidUsage",
             "ncclRemoteError",
             "TCPStore",
-            "memory capacity is unbalanced",
             "client socket has timed out",
         ),
         # c10d's store client giving up is quoted whole where SGLang logs the group it could
         # not form ("Failed to initialize custom process group: The client socket has ...").
         r"DistStoreError|DistNetworkError|DistBackendError|NCCL error|nccl(?:System|UnhandledCuda"
-        r"|Internal|RemoteError|InvalidUsage)|TCPStore|memory capacity is unbalanced"
-        r"|client socket has timed out after",
+        r"|Internal|RemoteError|InvalidUsage)|TCPStore|client socket has timed out after",
         90,
         Resolve.COLLECTIVE,
     ),
@@ -649,13 +661,25 @@ SIGNATURES: tuple[Signature, ...] = (
             "Exit Code:",
             "with code 137",
             "Exited (137)",
+            "an exit code 9.",
         ),
         # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
         # compose's "sglang-1 exited with code 137" and `docker ps`'s "Exited (137)"
         r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b"
         r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137"
-        r"|^Exit Code:\s+137$|exited with code 137\b|\bExited \(137\)",
+        r"|^Exit Code:\s+137$|exited with code 137\b|\bExited \(137\)"
+        # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed
+        r"|Child process unexpectedly failed with an exit code 9\.",
         25,
+    ),
+    sig(
+        # Slurm's step daemon saying the cgroup's OOM killer took a task: host memory, and
+        # why the step was cancelled when its CANCELLED line shows too.
+        "batch_oom_kill",
+        C.KILLED_BY_SIGNAL,
+        "oom_kill event",
+        r"Detected \d+ oom_kill events? in",
+        66,
     ),
     sig(
         "job_cancelled",
@@ -726,13 +750,21 @@ SIGNATURES: tuple[Signature, ...] = (
             "has no attribute '_cuda_",
             "No CUDA GPUs",
             "no CUDA-capable device",
+            "0 active drivers",
+            "SGLang only supports sm",
+            "memory capacity is unbalanced",
         ),
         # ... and a torch with no CUDA device to use (no driver, no GPU, a build without CUDA)
         r"Cannot re-initialize CUDA in forked subprocess|No accelerator .*is available"
         r"|Torch not compiled with CUDA enabled|torch\._C' has no attribute '_cuda_"
         # (said in an error: torch warns the same words at import, before what really failed)
         r"|No CUDA GPUs are available|[Ee]rror(?: \d+)?: no CUDA-capable device is detected"
-        r"|memory leak detected|\[Errno 12\] Cannot allocate memory",
+        r"|memory leak detected|\[Errno 12\] Cannot allocate memory"
+        # Triton finding no GPU driver to compile for
+        r"|\b0 active drivers \(\[\]\)"
+        # ... and GPUs SGLang will not use: below its oldest architecture, or unequal in
+        # free memory at startup (another process holds one of them)
+        r"|SGLang only supports sm\d+ and above|The memory capacity is unbalanced",
         90,
     ),
     sig(

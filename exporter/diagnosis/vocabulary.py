@@ -102,7 +102,9 @@ FAMILIES: tuple[Family, ...] = (
         r"|not found in your environment|requires? (?:a )?newer version of"
         r"|module '[\w.]+' has no attribute|compiled with (?:different|an incompatible)"
         r"|operator [\w:]+ does not exist|binary incompatib|compiled using NumPy \d"
-        r"|cannot be run in NumPy \d",
+        r"|cannot be run in NumPy \d"
+        # a compiled extension that did not load: torch.ops has none of its operators
+        r"|'_OpNamespace' '[\w.]+' object has no attribute",
         specific=True,
     ),
     # Kernels: a JIT or ahead-of-time build, a GPU architecture without kernels, a launch.
@@ -184,7 +186,9 @@ FAMILIES: tuple[Family, ...] = (
         "model_download",
         C.MODEL_LOAD_ERROR,
         r"huggingface\.co|snapshot_download|HF_HUB_OFFLINE|\b40[13] Client Error|gated repo"
-        r"|repository not found|does not exist or is not currently imported",
+        r"|repository not found|does not exist or is not currently imported"
+        # transformers' words for a path that is neither a folder nor a repo id
+        r"|Incorrect path_or_model_id|is not a (?:local folder|valid model identifier)",
     ),
     _family(
         "api_mismatch",

@@ -46,6 +46,7 @@ class EventKind(enum.Enum):
     # runtime
     PREFILL_BATCH = "prefill_batch"
     DECODE_BATCH = "decode_batch"
+    REQUEST_SERVED = "request_served"  # uvicorn's access log: a generation request answered 200
     RETRACTION = "retraction"
     HEALTH_CHECK_FAILED = "health_check_failed"
     # failure and shutdown

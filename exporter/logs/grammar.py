@@ -329,6 +329,11 @@ COMMON: tuple[LinePattern, ...] = (
         "fired up and ready to roll",
         r"The server is fired up and ready to roll",
     ),
+    pattern(
+        EventKind.REQUEST_SERVED,
+        '" 200',
+        r'"POST /(?:generate|v1/(?:chat/)?completions|v1/embeddings|v1/responses)\b[^"]*" 200\b',
+    ),
     pattern(EventKind.HEALTH_CHECK_FAILED, "Health check failed", r"Health check failed"),
     pattern(
         EventKind.PROCESS_EXCEPTION,

@@ -689,3 +689,164 @@ def test_the_toolchain_missing_under_a_jit_build_is_rooted_at_its_own_words():
         )
         result = run(text)
         assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, said)
+
+
+def test_a_child_sglang_saw_sigkilled_with_no_error_of_its_own_was_killed():
+    # 0.4.x's SIGCHLD handler prints the raw wait status: 9 is SIGKILL, 256 an exit(1)
+    shards = "Loading safetensors checkpoint shards:  40% Completed | 4/10 [00:41<01:02, 10.4s/it]"
+    child = "[2025-03-02 11:20:07] Child process unexpectedly failed with an exit code 9. pid=3311"
+    result = run(f"{shards}\n{child}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, child)
+    exited = (
+        "[2025-03-02 11:20:07] Child process unexpectedly failed with an exit code 256. pid=3311"
+    )
+    assert run(f"{shards}\n{exited}\n").failure_class is C.OTHER
+
+
+def test_an_oom_in_a_models_forward_pass_cut_above_the_scheduler_is_a_runtime_oom():
+    text = """  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/models/qwen2.py", line 240, in forward
+    hidden_states = self.mlp(hidden_states)
+  File "/usr/local/lib/python3.12/dist-packages/torch/nn/modules/module.py", line 1775, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/activation.py", line 61, in forward_cuda
+    out = torch.empty(output_shape, dtype=x.dtype, device=x.device)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of 23.55 GiB of which 1.12 GiB is free. Of the allocated memory 20.91 GiB is allocated by PyTorch, and 310.00 MiB is reserved by PyTorch but unallocated.
+"""
+    assert run(text).failure_class is C.RUNTIME_OOM
+    loading = (
+        text.replace("models/qwen2.py", "model_loader/loader.py")
+        .replace("activation.py", "linear.py")
+        .replace("in forward", "in load_weights")
+    )
+    assert run(loading).failure_class is C.WEIGHTS_OOM
+
+
+def test_transformers_refusing_a_path_that_is_no_folder_and_no_repo_id_is_a_model_load_error():
+    for said in (
+        "OSError: Incorrect path_or_model_id: '/models/llama-3-8b/'. Please provide either the path to a local folder or the repo_id of a model on the Hub.",
+        "OSError: /mnt/ckpt/qwen is not a local folder and is not a valid model identifier listed on 'https://hf.co/models'",
+    ):
+        result = run(f"{said}\n")
+        assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, said)
+
+
+def test_0_1s_decode_that_found_no_room_even_after_retracting_is_the_kv_pool():
+    retract = (
+        "decode out of memory happened, #retracted_reqs: 2, #new_token_ratio: 0.3000 -> 0.4000"
+    )
+    fatal = "Decode out of memory. This should never happen."
+    result = run(
+        f"[gpu_id=0] Decode batch. #running-req: 6, #token: 9000, token usage: 0.99, #queue-req: 0\n{retract}\n{fatal}\n"
+    )
+    assert (result.failure_class, result.root_cause_line) == (C.KV_POOL_EXHAUSTED, fatal)
+    assert run(f"{retract}\n").failure_class is C.KV_POOL_EXHAUSTED  # its lower-case wording
+
+
+def test_a_full_kv_pool_is_what_a_log_shows_when_only_a_client_gave_up_waiting():
+    text = """httpx.ReadTimeout
+openai.APITimeoutError: Request timed out.
+[2025-08-27 13:05:44 TP0] Decode batch. #running-req: 256, #token: 429012, token usage: 0.99, cuda graph: True, gen throughput (token/s): 2931.77, #queue-req: 0,
+[2025-08-27 13:05:45 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 19, #new_token_ratio: 0.3107 -> 0.6533
+[2025-08-27 13:05:48 TP0] Decode batch. #running-req: 237, #token: 421366, token usage: 0.98, cuda graph: True, gen throughput (token/s): 2701.03, #queue-req: 18,
+"""
+    result = run(text)
+    assert result.failure_class is C.KV_POOL_EXHAUSTED
+    assert result.root_cause_line.startswith("[2025-08-27 13:05:45 TP0] KV cache pool is full")
+    no_retraction = "\n".join(line for line in text.splitlines() if "Retract" not in line)
+    assert run(no_retraction + "\n").failure_class is C.NONE
+
+
+def test_an_extension_whose_operators_never_registered_is_a_dependency_error():
+    said = "AttributeError: '_OpNamespace' 'sgl_kernel' object has no attribute 'rmsnorm'"
+    result = run(
+        f'  File "/x/sglang/srt/layers/layernorm.py", line 80, in forward_cuda\n    out = rmsnorm(x, w, eps)\n{said}\n'
+    )
+    assert (result.failure_class, result.root_cause_line) == (C.DEPENDENCY_ERROR, said)
+
+
+def test_an_import_whose_fallback_then_ran_out_of_memory_is_the_memory():
+    text = """Traceback (most recent call last):
+  File "/x/sglang/srt/model_executor/model_runner.py", line 232, in setup_model
+    from vllm.config import VllmConfig
+ImportError: cannot import name 'VllmConfig' from 'vllm.config' (/x/vllm/config.py)
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/x/sglang/srt/model_executor/model_runner.py", line 243, in setup_model
+    return get_model(
+  File "/x/sglang/srt/layers/linear.py", line 149, in create_weights
+    torch.empty(
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 112.00 MiB. GPU 0 has a total capacity of 23.57 GiB of which 33.06 MiB is free.
+"""
+    assert run(text).failure_class is C.WEIGHTS_OOM
+    # a fallback that raises nothing decisive of its own (it re-words the import) stays the import
+    reworded = (
+        text.split("torch.OutOfMemoryError")[0]
+        + "ValueError: vllm is not available, please check the installation.\n"
+    )
+    assert run(reworded).failure_class is C.DEPENDENCY_ERROR
+
+
+def test_a_driver_older_than_the_build_is_the_driver_and_no_driver_at_all_is_other():
+    ptx = "RuntimeError: Triton Error [CUDA]: the provided PTX was compiled with an unsupported toolchain."
+    assert run(f"{ptx}\n").failure_class is C.CUDA_ERROR
+    none = "RuntimeError: 0 active drivers ([]). There should only be one."
+    assert (
+        run(
+            f'  File "/x/triton/runtime/driver.py", line 8, in _create_driver\n{none}\n'
+        ).failure_class
+        is C.OTHER
+    )
+
+
+def test_gpus_sglang_will_not_use_are_other():
+    for said in (
+        "RuntimeError: SGLang only supports sm75 and above.",
+        "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
+    ):
+        text = f'  File "/x/sglang/srt/model_executor/model_runner.py", line 158, in init_torch_distributed\n    raise ValueError(\n{said}\n'
+        assert (run(text).failure_class, run(text).root_cause_line) == (C.OTHER, said)
+
+
+def test_a_generation_request_answered_in_the_access_log_is_serving():
+    served = 'INFO:     127.0.0.1:44658 - "POST /generate HTTP/1.1" 200 OK'
+    startup = (
+        "[2024-06-01 10:00:00] Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"
+    )
+    stop = "INFO:     Shutting down\nINFO:     Finished server process [30912]\n"
+    assert run(f"{startup}\n{served}\n{stop}").failure_class is C.NONE
+    assert run(f"{startup}\n{stop}").failure_class is C.HANG_TIMEOUT  # it never served
+
+
+def test_slurms_oom_kill_event_killed_the_step_and_says_why_it_was_cancelled():
+    oom = "slurmstepd: error: Detected 1 oom_kill event in StepId=4417731.0. Some of the step tasks have been OOM Killed."
+    cancelled = (
+        "slurmstepd: error: *** STEP 4417731.0 ON gpu-a17 CANCELLED AT 2025-08-19T22:32:19 ***"
+    )
+    shards = "Loading pt checkpoint shards:  16% Completed | 3/19 [01:09<06:13, 23.34s/it]"
+    for text in (f"{shards}\n{oom}\n", f"{shards}\n{cancelled}\n{oom}\n"):
+        result = run(text)
+        assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, oom)
+
+
+def test_a_kernel_log_or_a_rank_pasted_after_the_server_log_is_read_in_time_order():
+    server = """[2025-08-28 02:17:06 TP0] Decode batch. #running-req: 23, #token: 61870, token usage: 0.14, cuda graph: True, gen throughput (token/s): 402.19, #queue-req: 0,
+[2025-08-28 02:17:10 TP0] Scheduler hit an exception: Traceback (most recent call last):
+RuntimeError: CUDA error: unspecified launch failure
+[2025-08-28 02:17:10] Received sigquit from a child process. It usually means the child failed.
+"""
+    xid = "[Thu Aug 28 02:17:08 2025] NVRM: Xid (PCI:0000:41:00): 79, pid=1187342, name=python3, GPU has fallen off the bus."
+    result = run(f"{server}\n$ sudo dmesg -T | grep -i xid\n{xid}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, xid)
+    # a rank's NCCL watchdog (glog's clock) pasted above the rank whose OOM it waited for
+    timeout = "[rank2]:[E828 02:27:34.502518901 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1183422, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600000 milliseconds before timing out."
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 5 has a total capacity of 79.10 GiB of which 2.12 GiB is free."
+    other_rank = f"""[2025-08-28 02:17:32 TP13] Prefill batch. #new-seq: 1, #new-token: 16384, #cached-token: 0, token usage: 0.31, #running-req: 22, #queue-req: 0,
+[2025-08-28 02:17:33 TP13] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 1000, in run_batch
+    self.tp_worker.forward_batch_generation(batch)
+{oom}
+"""
+    result = run(f"{timeout}\n\n{other_rank}")
+    assert (result.failure_class, result.root_cause_line) == (C.RUNTIME_OOM, oom)
