@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from exporter.diagnosis.frames import frame_at, frames_before, is_frame_text
+from exporter.diagnosis.frames import LOOKBACK, frame_at, frames_before, is_frame_text
 from exporter.diagnosis.order import in_time_order
 from exporter.diagnosis.report import after_the_log, pasted_around, reporters_words, the_reports_own
 from exporter.diagnosis.signatures import (
@@ -79,7 +79,8 @@ SERVING = {
 # kubectl describe's probe settings ("Liveness: http-get http://:30000/health delay=360s
 # timeout=5s ..."): configuration, not a timeout that happened.
 _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tcp-socket|grpc)\b")
-RECOVERABLE = frozenset({"nccl_warning"})  # signatures of warnings a group can recover from
+# Signatures of warnings a server can serve after: a group that recovered, a download that fit.
+RECOVERABLE = frozenset({"nccl_warning", "download_disk_full"})
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,8 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
 
 def _recovered_from(hit: Hit, steps: Sequence[tuple[int, Event]]) -> bool:
     """A warning while the group formed (c10d retrying a peer not listening yet, NCCL falling
-    back to another transport) that the server went on to serve after: no failure."""
+    back to another transport), or before a download, that the server went on to serve
+    after: no failure."""
     return hit.signature.name in RECOVERABLE and _serves_after(steps, hit.position)
 
 
@@ -347,6 +349,37 @@ def exception_opening(ordered: Sequence[LogLine], root: int) -> int:
     (``RuntimeError:``) and the message under it: the type's line opens the statement."""
     if root > 0 and _BARE_EXCEPTION.match(ordered[root - 1].message):
         return root - 1
+    return root
+
+
+# Triton's compile error names only where in the kernel it failed ("CompilationError: at
+# 96:27:"), then quotes the kernel's source up to a caret; what failed is the error it wraps:
+# printed under the caret (its repr), or the exception chained into it ("The above exception
+# was the direct cause ...").
+_TRITON_WRAPPER = re.compile(r"CompilationError: at \d+:\d+:$")
+_WRAPPED_ERROR = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\(|: )")
+_DIRECT_CAUSE = "The above exception was the direct cause"
+_KERNEL_EXCERPT = 40  # lines of kernel source Triton quotes, at most
+
+
+def compiler_cause(ordered: Sequence[LogLine], root: int) -> int:
+    """The error a Triton compile error wraps, when the log shows it; else ``root``."""
+    if not _TRITON_WRAPPER.search(ordered[root].message):
+        return root
+    below = ordered[root + 1 : root + 1 + _KERNEL_EXCERPT]
+    caret = next((i for i, line in enumerate(below) if line.message == "^"), None)
+    if (
+        caret is not None
+        and caret + 1 < len(below)
+        and _WRAPPED_ERROR.match(below[caret + 1].message)
+    ):
+        return root + 2 + caret
+    for i in range(root - 1, max(-1, root - LOOKBACK), -1):
+        if ordered[i].has_sglang_prefix or ordered[i].message.startswith(_HANDLED):
+            break  # the traceback's chain starts no further up
+        if ordered[i].message.startswith(_DIRECT_CAUSE):
+            before = (j for j in range(i - 1, max(-1, i - 4), -1) if is_exception(ordered[j]))
+            return next(before, root)
     return root
 
 

@@ -283,6 +283,15 @@ SIGNATURES: tuple[Signature, ...] = (
         100,
     ),
     sig(
+        # huggingface_hub warning, before a download, that the disk cannot hold the file: the
+        # cause of the "No space left on device" that follows (no failure if the server serves)
+        "download_disk_full",
+        C.MODEL_LOAD_ERROR,
+        "Not enough free disk space",
+        r"Not enough free disk space to download the file",
+        49,  # above the exception its download then raises
+    ),
+    sig(
         "model_config_unreadable",
         C.MODEL_LOAD_ERROR,
         ("Can't load the configuration", "Can't load tokenizer"),
@@ -387,7 +396,8 @@ SIGNATURES: tuple[Signature, ...] = (
         C.KERNEL_ERROR,
         ("error", "ptxas fatal", "nvcc fatal"),
         r"\.(?:h|hpp|cuh|cu|cpp|cc|c)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal |catastrophic )?error"
-        r"|ptxas fatal|nvcc fatal",
+        # ... and ptxas's own error line, above the "ptxas fatal" that sums it up
+        r"|ptxas fatal|nvcc fatal|^ptxas \S+, line \d+; error\s*:",
         97,
     ),
     sig(
@@ -639,6 +649,15 @@ SIGNATURES: tuple[Signature, ...] = (
         ("Health check timeout", "marked unhealthy", "No healthy workers"),
         r"Health check timeout for worker|[Ww]orker \S+ marked unhealthy|No healthy workers",
         50,
+    ),
+    sig(
+        # A program saying it killed the server's process (a GPU reaper from cron, an
+        # operator's script): who killed it, above SGLang noticing and the shell's "Killed".
+        "process_killed_by",
+        C.KILLED_BY_SIGNAL,
+        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid"),
+        r"\b(?:[Kk]illing|[Kk]illed|SIGKILL(?:ed)?|SIGKILL to) pid[= ]?\d+",
+        57,
     ),
     sig(
         "scheduler_died",

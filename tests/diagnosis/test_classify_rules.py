@@ -850,3 +850,59 @@ RuntimeError: CUDA error: unspecified launch failure
 """
     result = run(f"{timeout}\n\n{other_rank}")
     assert (result.failure_class, result.root_cause_line) == (C.RUNTIME_OOM, oom)
+
+
+def test_tritons_compile_error_is_rooted_at_the_error_it_wraps():
+    source = """            qk = tl.dot(q, k.to(q.dtype))
+                           ^"""
+    header = "triton.compiler.errors.CompilationError: at 96:27:"
+    inner = "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")"
+    under = f'  File "/x/triton/compiler/compiler.py", line 85, in make_ir\n{header}\n{source}\n{inner}\n'
+    result = run(under)
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, inner)
+    raised = "ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')"
+    chained = f"""[2025-06-03 09:20:47] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/triton/language/semantic.py", line 867, in cast
+    raise ValueError("type %s not supported in this architecture. "
+{raised}
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/x/triton/compiler/compiler.py", line 85, in make_ir
+{header}
+{source}
+"""
+    result = run(chained)
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, raised)
+    # the header alone says where, and is the root when nothing shows what it wraps
+    assert run(f"{header}\n{source}\n").root_cause_line == header
+
+
+def test_a_program_that_says_it_killed_the_server_is_the_root_of_the_kill():
+    crashed = "[2026-11-25 17:00:05] Subprocess scheduler_0 (pid=771204) crashed with exit code -9. Triggering SIGQUIT for cleanup..."
+    for said in (
+        'Nov 25 17:00:04 lab-a6000 gpu-reaper[771990]: SIGKILL pid=771204 user=student gpu=2 cmd="sglang::scheduler"',
+        "Nov 25 17:00:04 lab-a6000 gpu-reaper[771990]: killing pid 771204 (python3 -m sglang.launch_server --tp 8)",
+    ):
+        result = run(f"{crashed}\nKilled\n$ journalctl -t gpu-reaper\n{said}\n")
+        assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, said)
+    # SGLang's own teardown of its tree names no killer
+    teardown = "[2026-11-25 17:00:05] kill_process_tree called: pid=771204, include_parent=True"
+    assert run(f"{crashed}\n{teardown}\n").root_cause_line == crashed
+
+
+def test_ptxas_own_error_line_is_the_root_above_its_fatal_summary():
+    error = "ptxas /tmp/tmpxft_00003f1a_00000000-6_batch_decode_kernel.ptx, line 18433; error   : Feature '.bf16' requires .target sm_80 or higher"
+    fatal = "ptxas fatal   : Ptx assembly aborted due to errors"
+    result = run(f"{error}\n{fatal}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, error)
+
+
+def test_the_hubs_warning_that_the_disk_cannot_hold_a_download_is_its_failures_root():
+    warning = "/usr/lib/python3.10/site-packages/huggingface_hub/file_download.py:1153: UserWarning: Not enough free disk space to download the file. The expected file size is: 4976.70 MB. The target location /root/.cache/huggingface/hub only has 2210.33 MB free disk space."
+    failed = "OSError: [Errno 28] No space left on device"
+    result = run(f"{warning}\n  warnings.warn(\n{failed}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, warning)
+    ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
+    assert run(f"{warning}\n  warnings.warn(\n{ready}\n").failure_class is C.NONE
