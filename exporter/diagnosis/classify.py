@@ -86,7 +86,7 @@ def classify(
     attempt = read(lines, events, outcome or Outcome())
     version = detect_version(lines, events) or version
     verdicts = consequences.after_causes(attempt, layers.verdicts(attempt))
-    decided = layers.rooted_earliest(verdicts)
+    decided = layers.rooted_earliest(attempt, verdicts)
     runner_up = next(
         (
             v.failure_class

@@ -61,16 +61,21 @@ def verdicts(attempt: Reading) -> list[Verdict]:
     return found
 
 
-def rooted_earliest(verdicts: Sequence[Verdict]) -> Verdict:
+def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     """The best verdict; one decided by an exception is rooted at an earlier error line of
     the same class when there is one (a transport's or a compiler's own error line above the
     exception SGLang raised for it), one decided by the numbers at SGLang's line that says
-    the same. Signatures keep their own root: their priorities already say which of several
-    lines is the cause."""
+    the same. Signatures keep their own root (their priorities already say which of several
+    lines is the cause), unless the server served on after it: then it was one request's
+    end, and the condition's first sign (a retraction before the abort) is the root."""
     decided = verdicts[0]
     if decided.layer == "numbers":
         # The numbers corroborate; SGLang's own statement of the same condition is the root.
         return _rooted_at(decided, verdicts, "signature", before=None)
+    if decided.layer == "signature" and decided.root is not None:
+        if attempt.serves_after(decided.root):
+            return _rooted_at(decided, verdicts, "signature", before=decided.root)
+        return decided
     if decided.layer != "exception" or decided.root is None:
         return decided
     return _rooted_at(decided, verdicts, "wording", before=decided.root)

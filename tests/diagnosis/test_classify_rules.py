@@ -906,3 +906,15 @@ def test_the_hubs_warning_that_the_disk_cannot_hold_a_download_is_its_failures_r
     assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, warning)
     ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
     assert run(f"{warning}\n  warnings.warn(\n{ready}\n").failure_class is C.NONE
+
+
+def test_a_request_aborted_on_a_full_pool_is_rooted_at_the_first_retraction_when_serving_goes_on():
+    retract = "[2026-10-12 15:33:08 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 61440, #new_token_ratio: 0.3120 -> 0.6230"
+    abort = "[2026-10-12 15:33:20 TP0] Out of memory even after retracting all other requests in the decode batch. Aborting the last request."
+    batch = "[2026-10-12 15:33:24 TP0] Decode batch, #running-req: 3, #token: 29203, token usage: 0.30, cuda graph: True, gen throughput (token/s): 70.12, #queue-req: 0,"
+    result = run(f"{retract}\n{abort}\n{batch}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KV_POOL_EXHAUSTED, retract)
+    # the same words as the server's last, fatal ones are the root
+    fatal = "ValueError: Out of memory even after retracting all other requests in the decode batch."
+    result = run(f"{retract}\n{fatal}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KV_POOL_EXHAUSTED, fatal)
