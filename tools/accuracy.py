@@ -51,6 +51,11 @@ LABELLED_SETS = {
     "heldout23": DATA / "heldout23",
     "heldout24": DATA / "heldout24",
     "heldout25": DATA / "heldout25",
+    "heldout26": DATA / "heldout26",
+    "heldout27": DATA / "heldout27",
+    "heldout28": DATA / "heldout28",
+    "heldout29": DATA / "heldout29",
+    "heldout30": DATA / "heldout30",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -10,7 +10,13 @@ from functools import cached_property
 
 from exporter.diagnosis.frames import LOOKBACK, frame_at, frames_before, is_frame_text
 from exporter.diagnosis.order import in_time_order
-from exporter.diagnosis.report import after_the_log, pasted_around, reporters_words, the_reports_own
+from exporter.diagnosis.report import (
+    after_the_log,
+    pasted_around,
+    reporters_words,
+    the_reports_own,
+    typed_by_operator,
+)
 from exporter.diagnosis.signatures import (
     ANY_LITERAL,
     CONSEQUENCE_EXCEPTIONS,
@@ -79,8 +85,9 @@ SERVING = {
 # kubectl describe's probe settings ("Liveness: http-get http://:30000/health delay=360s
 # timeout=5s ..."): configuration, not a timeout that happened.
 _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tcp-socket|grpc)\b")
-# Signatures of warnings a server can serve after: a group that recovered, a download that fit.
-RECOVERABLE = frozenset({"nccl_warning", "download_disk_full"})
+# Signatures of what a server can serve after: a group that recovered, a download that fit,
+# a GPU build warning that did not matter, a GPU fault of another process.
+RECOVERABLE = frozenset({"nccl_warning", "download_disk_full", "torch_build_lacks_gpu", "gpu_xid"})
 
 
 @dataclass(frozen=True)
@@ -237,7 +244,13 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
             and not is_exception(line)
             and not _asserts_bare(ordered, i)
         )
-        if line.number in skip or is_source or reporters_words(line) or _IPYTHON_HEADER.match(text):
+        if (
+            line.number in skip
+            or is_source
+            or reporters_words(line)
+            or typed_by_operator(line)
+            or _IPYTHON_HEADER.match(text)
+        ):
             previous = line if is_source else None
             continue
         matched = False

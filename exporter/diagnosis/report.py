@@ -33,7 +33,8 @@ _REPORT_TITLE = re.compile(
 _QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
 _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
 # The section where an issue template asks for `python3 -m sglang.check_env`'s output.
-_ENVIRONMENT_HEADING = re.compile(r"(?i)#{1,6} .*(?:environment|\benv\b)|#{1,6} .*环境")
+# A heading, not an annotation ("# env from our helm values: NCCL_SOCKET_IFNAME=eth0").
+_ENVIRONMENT_HEADING = re.compile(r"(?i)#{1,6} [^:=]*(?:environment|\benv\b|环境)[^:=]*$")
 _FENCE = ("```", "~~~")
 # A line of prose: this many words at least, this share of them plain words (letters, with
 # the punctuation of a sentence around them), a sentence's end somewhere.
@@ -72,12 +73,16 @@ def pasted_around(line: LogLine) -> bool:
     )
 
 
+def typed_by_operator(line: LogLine) -> bool:
+    """A shell prompt and the command typed at it (``$ docker inspect ... {{.State.OOMKilled}}``):
+    the operator's words, whatever they name."""
+    return _OPERATOR.match(line.message) is not None
+
+
 def after_the_log(line: LogLine) -> bool:
     """A line from which on what follows is not the server's: a ^C or a shell prompt (the
     operator's), a Markdown heading (the report's next section: its environment, ...)."""
-    return (
-        _OPERATOR.match(line.message) is not None or _MARKDOWN_TITLE.match(line.message) is not None
-    )
+    return typed_by_operator(line) or _MARKDOWN_TITLE.match(line.message) is not None
 
 
 def the_reports_own(lines: Sequence[LogLine]) -> set[int]:

@@ -198,8 +198,11 @@ SIGNATURES: tuple[Signature, ...] = (
             "failed to bind to",
             "code: -98",
         ),
-        r"(?i:address already in use)|EADDRINUSE|\[Errno 98\]|errno: 98\b"
-        r"|failed to listen on any local network|socket has failed to bind to|code: -98\b",
+        # ... but not an address this host does not have (errno 99, EADDRNOTAVAIL): no port
+        # is taken, the address is wrong
+        r"^(?!.*(?:EADDRNOTAVAIL|errno: 99\b|code: -99\b|[Cc]annot assign requested address))"
+        r".*(?:(?i:address already in use)|EADDRINUSE|\[Errno 98\]|errno: 98\b"
+        r"|failed to listen on any local network|socket has failed to bind to|code: -98\b)",
         100,
     ),
     sig(
@@ -290,6 +293,14 @@ SIGNATURES: tuple[Signature, ...] = (
         "Not enough free disk space",
         r"Not enough free disk space to download the file",
         49,  # above the exception its download then raises
+    ),
+    sig(
+        # --chat-template / --completion-template naming no built-in template and no file
+        "template_rejected",
+        C.INVALID_ARGUMENT,
+        "template name or a valid",
+        r"is not a built-in template name or a valid (?:chat |completion )?template file path",
+        95,
     ),
     sig(
         "model_config_unreadable",
@@ -485,6 +496,25 @@ SIGNATURES: tuple[Signature, ...] = (
         93,  # above kernel_unavailable: it is the driver, not the kernel
     ),
     sig(
+        # A driver upgraded under a running system: the kernel module and the user-space
+        # library disagree until a reboot (NVML, CUDA and the kernel all say so)
+        "driver_library_mismatch",
+        C.CUDA_ERROR,
+        ("version mismatch", "API mismatch"),
+        r"Driver/library version mismatch|NVRM: API mismatch",
+        93,
+    ),
+    sig(
+        # torch's warning that its build has no kernels for this GPU (too new, too old): the
+        # cause of the "no kernel image" that follows (no failure if the server serves)
+        "torch_build_lacks_gpu",
+        C.CUDA_ERROR,
+        ("not compatible with the current PyTorch", "which is of cuda capability"),
+        r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"
+        r"|Found GPU\d+ .+ which is of cuda capability \d+\.\d+\.",
+        93,  # above kernel_unavailable: the build, not a kernel library, lacks the GPU
+    ),
+    sig(
         "device_busy",
         C.CUDA_ERROR,
         "busy or unavailable",
@@ -539,10 +569,11 @@ SIGNATURES: tuple[Signature, ...] = (
         C.DISTRIBUTED_INIT,
         ("NCCL WARN", "[c10d]", "connectFullMesh", "Unable to find address"),
         # c10d (or Gloo) names the cause before the store times out: a peer it cannot reach,
-        # or an address (--dist-init-addr) that does not resolve.
+        # or an address (--dist-init-addr) that does not resolve or is not this host's.
         # Not NCCL's advice on performance (ROCm's "NUMA auto balancing enabled ...").
         r"NCCL WARN (?!NUMA auto balancing)|\[c10d\].*(?:failed to connect|timed out|timeout"
-        r"|Connection (?:reset|refused|closed)|network addresses of .* cannot be retrieved)"
+        r"|Connection (?:reset|refused|closed)|network addresses of .* cannot be retrieved"
+        r"|failed to bind to .*errno: 99\b)"
         r"|Gloo connectFullMesh failed|gloo/transport/tcp/device\.cc.*Unable to find address",
         93,
         Resolve.COLLECTIVE,
@@ -738,7 +769,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "by the OOM killer",
             "'oom-kill'",
         ),
-        r"Out of memory: Killed process|\bOOMKilled\b"
+        # (the kernel's, or its memory cgroup's: "Memory cgroup out of memory: Killed process")
+        r"(?i:out of memory): Killed process|\bOOMKilled\b"
         r"|killed due to memory pressure|was killed due to the node running low on memory"
         r"|has been killed by the OOM killer|Failed with result 'oom-kill'",
         # The kernel's OOM killer (as dmesg or systemd reports it), or Ray's memory monitor

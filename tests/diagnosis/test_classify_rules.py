@@ -915,6 +915,83 @@ def test_a_request_aborted_on_a_full_pool_is_rooted_at_the_first_retraction_when
     result = run(f"{retract}\n{abort}\n{batch}\n")
     assert (result.failure_class, result.root_cause_line) == (C.KV_POOL_EXHAUSTED, retract)
     # the same words as the server's last, fatal ones are the root
-    fatal = "ValueError: Out of memory even after retracting all other requests in the decode batch."
+    fatal = (
+        "ValueError: Out of memory even after retracting all other requests in the decode batch."
+    )
     result = run(f"{retract}\n{fatal}\n")
     assert (result.failure_class, result.root_cause_line) == (C.KV_POOL_EXHAUSTED, fatal)
+
+
+def test_a_chat_template_that_is_no_template_and_no_file_is_an_invalid_argument():
+    said = "RuntimeError: Chat template ./templates/tool.jinja is not a built-in template name or a valid chat template file path."
+    text = f'  File "/x/sglang/srt/parser/template_manager.py", line 244, in _load_explicit_chat_template\n    raise RuntimeError(\n{said}\n'
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, said)
+
+
+def test_an_address_this_host_does_not_have_is_no_port_in_use():
+    bind = "[W1103 10:00:53.402119785 socket.cpp:767] [c10d] The server socket has failed to bind to 10.20.0.100:5000 (errno: 99 - Cannot assign requested address)."
+    error = "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 5000, useIpv6: 0, code: -99, name: EADDRNOTAVAIL, message: cannot assign requested address"
+    result = run(f"{bind}\n{error}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, bind)
+    taken = error.replace(
+        "code: -99, name: EADDRNOTAVAIL, message: cannot assign requested address",
+        "code: -98, name: EADDRINUSE, message: address already in use",
+    )
+    assert run(f"{taken}\n").failure_class is C.PORT_IN_USE
+
+
+def test_an_annotation_naming_the_env_is_no_environment_section():
+    text = """# env from our helm values: NCCL_SOCKET_IFNAME=eth0 NCCL_DEBUG=WARN
+[2026-10-21 09:12:46 TP8] sglang is using nccl==2.27.7
+sgl-node-1:412:412 [0] NCCL WARN Bootstrap : no socket interface found
+RuntimeError: NCCL error: internal error - please report this issue to the NCCL developers
+"""
+    assert run(text).failure_class is C.DISTRIBUTED_INIT
+    # an issue's environment section is the report's, and what it prints is not the log
+    section = "### Environment\nCUDA available: False\nRuntimeError: No CUDA GPUs are available\n"
+    assert (
+        run(
+            f"[2026-01-01 10:00:00] The server is fired up and ready to roll!\n{section}"
+        ).failure_class
+        is C.NONE
+    )
+
+
+def test_a_command_the_operator_typed_is_no_line_of_the_log():
+    command = "$ docker inspect sgl --format '{{.State.Status}} exit={{.State.ExitCode}} oomkilled={{.State.OOMKilled}}'"
+    kill = "[Fri Feb 20 15:47:31 2026] Memory cgroup out of memory: Killed process 3311 (sglang::schedul) total-vm:98412276kB, anon-rss:43915884kB"
+    result = run(
+        f"Loading safetensors checkpoint shards:  40% Completed | 4/10 [00:41<01:02, 10.4s/it]\n{command}\nexited exit=137 oomkilled=true\n$ sudo dmesg -T | tail -1\n{kill}\n"
+    )
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, kill)
+
+
+def test_a_driver_upgraded_under_the_system_is_a_cuda_error():
+    said = (
+        "RuntimeError: nvidia-smi error: Failed to initialize NVML: Driver/library version mismatch"
+    )
+    assert run(f"{said}\n").failure_class is C.CUDA_ERROR
+    assert (
+        run(
+            "[Thu Aug 28 07:02:14 2025] NVRM: API mismatch: the client has the version 550.163.01, but\n"
+        ).failure_class
+        is C.CUDA_ERROR
+    )
+
+
+def test_a_gpu_torchs_build_has_no_kernels_for_is_rooted_at_torchs_warning():
+    warning = "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation."
+    error = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+    result = run(f"/x/torch/cuda/__init__.py:230: UserWarning: \n{warning}\n{error}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, warning)
+    ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
+    assert run(f"{warning}\n{ready}\n").failure_class is C.NONE
+
+
+def test_a_gpu_fault_the_kernel_logged_while_the_server_served_on_is_no_failure():
+    xid = "[Mon Jun 30 14:02:55 2025] NVRM: Xid (PCI:0000:81:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception: ESR 0x404600=0x80000002"
+    before = "[2025-06-30 14:02:50] Decode batch, #running-req: 3, #token: 2920, token usage: 0.01, cuda graph: True, gen throughput (token/s): 301.11, #queue-req: 0,"
+    after = "[2025-06-30 14:03:10] Decode batch, #running-req: 4, #token: 3920, token usage: 0.01, cuda graph: True, gen throughput (token/s): 310.02, #queue-req: 0,"
+    assert run(f"{before}\n{after}\n$ dmesg -T | grep Xid\n{xid}\n").failure_class is C.NONE
+    assert run(f"{before}\n$ dmesg -T | grep Xid\n{xid}\n").failure_class is C.CUDA_ERROR
