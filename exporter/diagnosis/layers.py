@@ -27,6 +27,7 @@ from exporter.diagnosis.vocabulary import Family, family_of
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
 
+_GPU_FAULTS = frozenset({"gpu_xid"})
 CONFIDENT = 80  # a signature of a named family or better (signatures.py's tiers)
 # The other layers on the signatures' priority scale: an exception outranks a condition, a
 # worded error line or telling numbers outrank an exception nothing knows, and how the
@@ -75,6 +76,10 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     if decided.layer == "signature" and decided.root is not None:
         if attempt.serves_after(decided.root):
             return _rooted_at(decided, verdicts, "signature", before=decided.root)
+        # The kernel's report of a GPU fault is the root of the CUDA error it caused.
+        faults = [v.root for v in verdicts if v.rule in _GPU_FAULTS and v.root is not None]
+        if decided.failure_class is FailureClass.CUDA_ERROR and faults:
+            return replace(decided, root=min(min(faults), decided.root))
         return decided
     if decided.layer != "exception" or decided.root is None:
         return decided

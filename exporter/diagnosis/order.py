@@ -32,6 +32,8 @@ _BEFORE_ANY_STAMP = float("-inf")
 _DMESG_T = re.compile(
     r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\]"
 )
+# the kernel's lines as syslog and `journalctl -k` print them ("Nov 12 03:14:07 host kernel:")
+_SYSLOG_KERNEL = re.compile(r"^(\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) \S+ kernel: ")
 _GLOG = re.compile(r"^\[?[EWIF](\d{1,2})(\d\d) (\d\d:\d\d:\d\d)\.\d+ ")  # torch: month unpadded
 
 
@@ -47,13 +49,13 @@ def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
     another time (last week's startup) stays where it is, as does a single log."""
     sections: list[list[tuple[float, LogLine]]] = [[]]
     latest = now = _BEFORE_ANY_STAMP
-    stamp = writer = None
+    stamped = writer = None
     year = next((line.timestamp[:4] for line in lines if line.timestamp is not None), None)
     for line in lines:
         clock = _clock(line, year)
-        if clock is not None and clock[1] != stamp:
-            source, stamp = clock[0], clock[1]
-            now = _seconds(stamp)
+        if clock is not None and clock != stamped:
+            stamped = clock
+            source, now = clock[0], _seconds(clock[1])
             if now < latest - SECTION_GAP_S or (writer is not None and source != writer):
                 sections.append([])
                 latest = now
@@ -87,6 +89,11 @@ def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
         if kernel is not None:
             month, day, time, kernel_year = kernel.groups()
             when = datetime.strptime(f"{kernel_year} {month} {day} {time}", "%Y %b %d %H:%M:%S")
+            return "kernel", when.isoformat(sep=" ")
+        syslog = _SYSLOG_KERNEL.match(message)
+        if syslog is not None and year is not None:
+            month, day, time = syslog.groups()
+            when = datetime.strptime(f"{year} {month} {day} {time}", "%Y %b %d %H:%M:%S")
             return "kernel", when.isoformat(sep=" ")
         glog = _GLOG.match(message)
         if glog is not None and year is not None:

@@ -995,3 +995,19 @@ def test_a_gpu_fault_the_kernel_logged_while_the_server_served_on_is_no_failure(
     after = "[2025-06-30 14:03:10] Decode batch, #running-req: 4, #token: 3920, token usage: 0.01, cuda graph: True, gen throughput (token/s): 310.02, #queue-req: 0,"
     assert run(f"{before}\n{after}\n$ dmesg -T | grep Xid\n{xid}\n").failure_class is C.NONE
     assert run(f"{before}\n$ dmesg -T | grep Xid\n{xid}\n").failure_class is C.CUDA_ERROR
+
+
+def test_the_kernels_journal_pasted_below_is_read_by_its_clock_and_its_gpu_fault_is_the_root():
+    server = """[2026-11-12 03:14:06 TP0] Prefill batch, #new-seq: 2, #new-token: 7168, #cached-token: 1024, token usage: 0.31, #running-req: 40, #queue-req: 0,
+[2026-11-12 03:14:08 TP1] Scheduler hit an exception: Traceback (most recent call last):
+torch.AcceleratorError: CUDA error: an illegal memory access was encountered
+[2026-11-12 03:14:08] Received sigquit from a child process. It usually means the child failed.
+"""
+    xid = "Nov 12 03:14:07 gpu-h100-11 kernel: NVRM: Xid (PCI:0000:9d:00): 31, pid=2817731, name=sglang::schedul, Ch 00000010, intr 00000000"
+    result = run(f"{server}\n$ journalctl -k --since 03:10\n{xid}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, xid)
+    # a fault the kernel logged after the error is its consequence, not its root
+    later = xid.replace("03:14:07", "03:14:12")
+    assert run(f"{server}\n$ journalctl -k --since 03:10\n{later}\n").root_cause_line.startswith(
+        "torch.AcceleratorError"
+    )
