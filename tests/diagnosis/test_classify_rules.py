@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from exporter.diagnosis.classify import Confidence, Outcome, classify
 from exporter.diagnosis.taxonomy import DETERMINISTIC, Phase
 from exporter.diagnosis.taxonomy import FailureClass as C
@@ -899,15 +901,6 @@ def test_ptxas_own_error_line_is_the_root_above_its_fatal_summary():
     assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, error)
 
 
-def test_the_hubs_warning_that_the_disk_cannot_hold_a_download_is_its_failures_root():
-    warning = "/usr/lib/python3.10/site-packages/huggingface_hub/file_download.py:1153: UserWarning: Not enough free disk space to download the file. The expected file size is: 4976.70 MB. The target location /root/.cache/huggingface/hub only has 2210.33 MB free disk space."
-    failed = "OSError: [Errno 28] No space left on device"
-    result = run(f"{warning}\n  warnings.warn(\n{failed}\n")
-    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, warning)
-    ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
-    assert run(f"{warning}\n  warnings.warn(\n{ready}\n").failure_class is C.NONE
-
-
 def test_a_request_aborted_on_a_full_pool_is_rooted_at_the_first_retraction_when_serving_goes_on():
     retract = "[2026-10-12 15:33:08 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 3, #new_tokens_gained: 61440, #new_token_ratio: 0.3120 -> 0.6230"
     abort = "[2026-10-12 15:33:20 TP0] Out of memory even after retracting all other requests in the decode batch. Aborting the last request."
@@ -980,13 +973,28 @@ def test_a_driver_upgraded_under_the_system_is_a_cuda_error():
     )
 
 
-def test_a_gpu_torchs_build_has_no_kernels_for_is_rooted_at_torchs_warning():
-    warning = "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation."
-    error = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
-    result = run(f"/x/torch/cuda/__init__.py:230: UserWarning: \n{warning}\n{error}\n")
-    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, warning)
+@pytest.mark.parametrize(
+    ("warning", "failure", "failure_class"),
+    [
+        (  # the hub, before a download the disk cannot hold
+            "/usr/lib/python3.10/site-packages/huggingface_hub/file_download.py:1153: UserWarning: Not enough free disk space to download the file. The expected file size is: 4976.70 MB. The target location /root/.cache/huggingface/hub only has 2210.33 MB free disk space.",
+            "OSError: [Errno 28] No space left on device",
+            C.MODEL_LOAD_ERROR,
+        ),
+        (  # torch, whose build has no kernels for this GPU
+            "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            C.CUDA_ERROR,
+        ),
+    ],
+)
+def test_a_warning_that_names_the_cause_roots_the_failure_after_it_and_alone_is_none(
+    warning, failure, failure_class
+):
+    result = run(f"{warning}\n  warnings.warn(\n{failure}\n")
+    assert (result.failure_class, result.root_cause_line) == (failure_class, warning)
     ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
-    assert run(f"{warning}\n{ready}\n").failure_class is C.NONE
+    assert run(f"{warning}\n  warnings.warn(\n{ready}\n").failure_class is C.NONE
 
 
 def test_a_gpu_fault_the_kernel_logged_while_the_server_served_on_is_no_failure():
