@@ -4,6 +4,7 @@ restart with no last words, a startup that stopped printing (layers.py asks them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from exporter.diagnosis.frames import frames_before, source_line
@@ -16,13 +17,14 @@ from exporter.diagnosis.reading import (
     is_exception,
     last_meaningful,
 )
-from exporter.diagnosis.report import after_the_log, pasted_around
+from exporter.diagnosis.report import after_the_log, pasted_around, typed_by_operator
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
 from exporter.diagnosis.vocabulary import TEARDOWN, reports_error
 from exporter.logs.events import EventKind
 from exporter.logs.lines import LogLine
 
+_EXIT_STATUS_ASKED = re.compile(r"\becho \$\?$")
 # On layers.py's scale, below everything a line names.
 _ERROR_LINE_SCORE = 16
 _RESTARTED_SCORE = 10
@@ -153,6 +155,7 @@ def by_progress(attempt: Reading) -> Verdict:
         and not reached & SERVING
         and last is not None
         and not ended_on_purpose(attempt.ordered, attempt.steps[-1][0])
+        and not _returned_to_the_shell(attempt.ordered, attempt.steps[-1][0])
     ):
         return Verdict(
             FailureClass.HANG_TIMEOUT,
@@ -163,3 +166,17 @@ def by_progress(attempt: Reading) -> Verdict:
             _STOPPED_SCORE,
         )
     return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)
+
+
+def _returned_to_the_shell(ordered: Sequence[LogLine], after: int) -> bool:
+    """The shell says, after the last step and with no Ctrl-C or error before, that the
+    program exited 0 (``$ echo $?`` then ``0``): it ended by itself (an in-process Engine's
+    script that finished), it did not stop printing. A prompt alone says nothing: ``docker
+    logs`` returns one while the server it reads is stuck."""
+    for i in range(after + 1, len(ordered) - 1):
+        message = ordered[i].message
+        if message == "^C" or reports_error(message):
+            return False
+        if _EXIT_STATUS_ASKED.search(message) and typed_by_operator(ordered[i]):
+            return ordered[i + 1].message == "0"
+    return False

@@ -88,10 +88,8 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "hybrid_state_no_memory",
         C.POOL_INIT_OOM,
-        # 0.5.21+ says the second when the state slots sized at startup hold no request
-        # (kv_cache_configurator.resolve_max_num_reqs), as the planner's 0.5.23 sizer does.
-        ("Not enough GPU memory for hybrid", "state cache is too small to serve"),
-        r"Not enough GPU memory for hybrid|state cache is too small to serve any requests",
+        "Not enough GPU memory for hybrid",
+        r"Not enough GPU memory for hybrid",
         100,
     ),
     sig(
@@ -105,8 +103,10 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "mamba_no_space",
         C.MAMBA_CACHE_EXHAUSTED,
-        "Not enough space for mamba",
-        r"Not enough space for mamba",
+        # 0.5.21+ says the second when the state slots sized at startup hold no request
+        # (kv_cache_configurator.resolve_max_num_reqs), as the planner's 0.5.23 sizer does.
+        ("Not enough space for mamba", "state cache is too small to serve"),
+        r"Not enough space for mamba|state cache is too small to serve any requests",
         100,
     ),
     # --- KV pool exhausted while serving

@@ -121,7 +121,7 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
         (
             "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any "
             "requests. max_mamba_cache_size=1, mamba_ratio=5, resulting max_num_reqs=0.",
-            C.POOL_INIT_OOM,
+            C.MAMBA_CACHE_EXHAUSTED,
         ),
         # colours a terminal left in a docker compose paste
         (

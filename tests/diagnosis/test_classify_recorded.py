@@ -65,7 +65,7 @@ FLOORS = {
     "heldout18": (37, 37),
     "heldout20": (37, 40),
     "heldout25": (38, 33),
-    "heldout27": (39, 33),
+    "heldout27": (40, 33),
 }
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}

@@ -1019,3 +1019,25 @@ torch.AcceleratorError: CUDA error: an illegal memory access was encountered
     assert run(f"{server}\n$ journalctl -k --since 03:10\n{later}\n").root_cause_line.startswith(
         "torch.AcceleratorError"
     )
+
+
+def test_a_script_the_shell_says_exited_0_ended_and_did_not_stop_printing():
+    text = """$ python run_batch.py --input prompts.jsonl
+Loading safetensors checkpoint shards: 100% Completed | 3/3 [00:01<00:00,  1.88it/s]
+Capturing batches (bs=1 avail_mem=12.31 GB): 100%|##########| 52/52 [00:09<00:00,  5.42it/s]
+wrote 20000 results to out.jsonl (0 errors)
+$ echo $?
+0
+"""
+    assert run(text).failure_class is C.NONE
+    stuck = "\n".join(text.splitlines()[:3])
+    assert run(f"{stuck}\n^C\n$ echo $?\n130\n").failure_class is C.HANG_TIMEOUT
+    # a prompt alone: `docker logs` returns one while the server it reads is stuck
+    assert run(f"{stuck}\n$ docker ps\n").failure_class is C.HANG_TIMEOUT
+
+
+def test_a_hybrid_state_cache_that_holds_no_request_is_the_state_pool():
+    said = "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. max_mamba_cache_size=2, mamba_ratio=3, resulting max_num_reqs=0."
+    assert run(f"{said}\n").failure_class is C.MAMBA_CACHE_EXHAUSTED
+    memory = "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed max_mamba_cache_size=0."
+    assert run(f"{memory}\n").failure_class is C.POOL_INIT_OOM

@@ -163,8 +163,10 @@ def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
 
 # Terminal widths a paste is hard-wrapped at, and how many logs of the third each is tried
 # on may read differently: a line as long as a whole number of rows cannot be told from the
-# start of the next (a ceiling that only falls).
-HARD_WRAPS = {80: 2, 100: 2, 120: 0}
+# start of the next, nor a row cut in a record's padding (uvicorn's "ERROR:    ") from one
+# padded short (a ceiling that only falls for the same logs; heldout21-30 brought each third
+# from 341 to 474 logs, and heldout27's f014, cut in uvicorn's padding, to the 80 columns').
+HARD_WRAPS = {80: 3, 100: 2, 120: 0}
 
 
 def _hard_wrapped(text: str, width: int) -> tuple[str, dict[str, str]]:

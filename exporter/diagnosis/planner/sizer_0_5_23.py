@@ -109,7 +109,7 @@ def _requests(
         sizing.capped = reqs
     sizing.tokens, sizing.max_num_reqs, sizing.running = tokens, reqs, max(0, reqs)
     if reqs <= 0:
-        sizing.verdict = FailureClass.POOL_INIT_OOM.value
+        sizing.verdict = FailureClass.MAMBA_CACHE_EXHAUSTED.value
         sizing.failure = (
             "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve "
             "any requests."
