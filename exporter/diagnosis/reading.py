@@ -286,7 +286,12 @@ def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int)
         h.position
         for h in hits
         if _handled_import(ordered, h.position)
-        and any(o.position > h.position and o.signature.priority >= DECISIVE for o in hits)
+        and any(
+            o.position > h.position
+            and o.signature.priority >= DECISIVE
+            and o.signature.failure_class is not h.signature.failure_class
+            for o in hits
+        )
     }
     for i, line in enumerate(ordered):
         if line.message.startswith(IGNORED_ERRORS):

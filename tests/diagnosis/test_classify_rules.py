@@ -788,6 +788,13 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 112.00 MiB. GPU 0 
         + "ValueError: vllm is not available, please check the installation.\n"
     )
     assert run(reworded).failure_class is C.DEPENDENCY_ERROR
+    # ... and one that raises another import error is rooted at the first, which says why
+    first = "ImportError: cannot import name 'VllmConfig' from 'vllm.config' (/x/vllm/config.py)"
+    again = (
+        text.split("torch.OutOfMemoryError")[0]
+        + "ImportError: vllm is required: pip install vllm\n"
+    )
+    assert (run(again).failure_class, run(again).root_cause_line) == (C.DEPENDENCY_ERROR, first)
 
 
 def test_a_driver_older_than_the_build_is_the_driver_and_no_driver_at_all_is_other():
