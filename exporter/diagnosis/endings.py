@@ -45,11 +45,12 @@ def by_error_lines(attempt: Reading) -> Verdict | None:
     if cut is not None:
         return cut
     teardown = None
+    interrupted = _interrupted_at(attempt.ordered)
     for i in attempt.failure_lines:
         if not reports_error(attempt.ordered[i].message):
             continue  # worded, not an error by its form: layer 3 read it
         is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
-        if is_teardown and i > attempt.stopped_at:
+        if is_teardown and i > min(attempt.stopped_at, interrupted):
             continue  # a clean stop tears down too
         if not is_teardown:
             return Verdict(
@@ -148,7 +149,7 @@ def by_progress(attempt: Reading) -> Verdict:
     """A log that stops mid-startup with no error: nothing more was ever printed (an
     in-process Engine, which never says it is serving, shutting down is no stop)."""
     reached = {event.kind for _, event in attempt.steps}
-    last = last_meaningful(attempt.ordered)
+    last = last_meaningful(attempt.ordered[: _interrupted_at(attempt.ordered)])
     if (
         attempt.outcome.exit_code is None
         and reached
@@ -166,6 +167,14 @@ def by_progress(attempt: Reading) -> Verdict:
             _STOPPED_SCORE,
         )
     return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)
+
+
+def _interrupted_at(ordered: Sequence[LogLine]) -> int:
+    """Where the operator's Ctrl-C (its echo, "^C") stopped the server, as a SIGTERM does:
+    what follows is the stop's, not the run's."""
+    return next(
+        (i for i, line in enumerate(ordered) if line.message.startswith("^C")), len(ordered)
+    )
 
 
 def _returned_to_the_shell(ordered: Sequence[LogLine], after: int) -> bool:

@@ -405,10 +405,12 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "compiler_error",
         C.KERNEL_ERROR,
-        ("error", "ptxas fatal", "nvcc fatal"),
+        ("error", "ptxas fatal", "nvcc fatal", "InvalidCxxCompiler"),
         r"\.(?:h|hpp|cuh|cu|cpp|cc|c)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal |catastrophic )?error"
-        # ... and ptxas's own error line, above the "ptxas fatal" that sums it up
-        r"|ptxas fatal|nvcc fatal|^ptxas \S+, line \d+; error\s*:",
+        # ... and ptxas's own error line, above the "ptxas fatal" that sums it up, and
+        # torch.compile's build finding no C++ compiler at all
+        r"|ptxas fatal|nvcc fatal|^ptxas \S+, line \d+; error\s*:"
+        r"|InvalidCxxCompiler: No working C\+\+ compiler",
         97,
     ),
     sig(
@@ -450,10 +452,11 @@ SIGNATURES: tuple[Signature, ...] = (
             "illegal instruction",
             "misaligned address",
             "access fault by GPU",
+            "HW Exception by GPU",
         ),
         # ROCm says "Memory access fault by GPU node-N" for the same fault
         r"illegal memory access|an illegal instruction was encountered|misaligned address"
-        r"|Memory access fault by GPU",
+        r"|Memory access fault by GPU|HW Exception by GPU node-\d+",
         95,
     ),
     sig(

@@ -75,7 +75,8 @@ FAMILIES: tuple[Family, ...] = (
         r"|failed to allocate|can(?:no|')t allocate|failed to (?:cuda )?[cm]alloc"
         r"|insufficient (?:\w+ )?memory|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY"
         r"|hipErrorOutOfMemory|OUT_OF_DEVICE_MEMORY|RESOURCE_EXHAUSTED|std::bad_alloc"
-        r"|memory exhausted|cuMemCreate failed|cudaMalloc failed",
+        r"|memory exhausted|cuMemCreate failed|cudaMalloc failed"
+        r"|DefaultCPUAllocator: not enough memory",  # the CPU backend's allocator
         out_of_memory=True,
     ),
     _family(

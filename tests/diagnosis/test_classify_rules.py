@@ -1048,3 +1048,29 @@ def test_a_hybrid_state_cache_that_holds_no_request_is_the_state_pool():
     assert run(f"{said}\n").failure_class is C.MAMBA_CACHE_EXHAUSTED
     memory = "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed max_mamba_cache_size=0."
     assert run(f"{memory}\n").failure_class is C.POOL_INIT_OOM
+
+
+def test_a_startup_the_operator_interrupted_is_a_hang_not_its_teardown():
+    last = "[2026-10-05 16:20:14 TP1] Init torch distributed begin."
+    teardown = "[2026-10-05 16:45:31] Received sigquit from a child process. It usually means the child failed."
+    interrupt = """Traceback (most recent call last):
+  File "/x/sglang/launch_server.py", line 35, in <module>
+    run_server(server_args)
+KeyboardInterrupt
+"""
+    result = run(f"{last}\n^C\n{teardown}\n{interrupt}")
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, last)
+    # without the operator's Ctrl-C the teardown alone says the cause was cut off above it
+    assert run(f"{last}\n{teardown}\n").failure_class is C.OTHER
+
+
+def test_other_backends_words_for_memory_a_gpu_hang_and_a_missing_compiler():
+    cpu_oom = "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to allocate 25769803776 bytes."
+    served = "[2026-02-26 02:13:50] Decode batch, #running-req: 3, #token: 2920, token usage: 0.01, gen throughput (token/s): 30.11, #queue-req: 0,"
+    assert run(f"{served}\n{cpu_oom}\n").failure_class is C.RUNTIME_OOM
+    hang = "sglang-1 | HW Exception by GPU node-5 (Agent handle: 0x55d6b8a3c4e0) reason :GPU Hang"
+    result = run(f"{hang}\nsglang-1 exited with code 137\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, hang)
+    compiler = "InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')"
+    text = f"torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n{compiler}\n"
+    assert (run(text).failure_class, run(text).root_cause_line) == (C.KERNEL_ERROR, compiler)
