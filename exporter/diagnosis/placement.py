@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from exporter.diagnosis.frames import frames_before
+from exporter.diagnosis.frames import frames_before, source_line
 from exporter.diagnosis.reading import SERVING, Hit, Reading
 from exporter.diagnosis.signatures import OOM_FRAME_RULES
 from exporter.diagnosis.taxonomy import FailureClass, Phase
@@ -60,13 +60,19 @@ def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:
     nearby = _chain_text(ordered, root).lower()
     if "graph failed" in nearby and "capture" in nearby:
         return FailureClass.CUDA_GRAPH_OOM, True
-    frames = " ".join(frame.text for frame in frames_before(ordered, root))
+    found = frames_before(ordered, root)
+    frames = " ".join(frame.text for frame in found)
+    # ... and the calls printed under them: a traceback a collector cut short may keep only
+    # its first frame, whose code says where it went ("scheduler.run_event_loop()")
+    calls = " ".join(
+        ordered[p].message for f in found if (p := source_line(ordered, f)) is not None
+    )
     if any(fragment in frames for fragment in _SERVING_ENGINE_FRAMES):
         return FailureClass.RUNTIME_OOM, True
     for fragments, failure_class in OOM_FRAME_RULES:
         if any(fragment in frames for fragment in fragments):
             return failure_class, True
-    if any(fragment in frames for fragment in _RUNTIME_FRAMES):
+    if any(fragment in frames or fragment in calls for fragment in _RUNTIME_FRAMES):
         return FailureClass.RUNTIME_OOM, True
     last_step = _last_step_before(attempt.steps, root)
     if last_step is not None and last_step.kind in _OOM_BY_STEP:

@@ -281,7 +281,7 @@ _NOT_A_FAILURE = re.compile(
 # SGLang's teardown. Not its kill_process_tree with include_parent=False: that is
 # Engine.shutdown() and launch_server's finally, which every exit passes, clean ones too.
 TEARDOWN = re.compile(
-    r"Received sigquit from a child|SIGQUIT received|scheduler is dead|exit code:? -?\d+"
+    r"Received sigquit from a child|SIGQUIT received|scheduler is dead|exit code:? (?!0\b)-?\d+"
     r"|Scheduler hit an exception|hit an exception"
     r"|kill_process_tree called(?!.*include_parent=False)|Child process unexpectedly failed"
 )

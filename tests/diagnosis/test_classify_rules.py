@@ -1074,3 +1074,19 @@ def test_other_backends_words_for_memory_a_gpu_hang_and_a_missing_compiler():
     compiler = "InvalidCxxCompiler: No working C++ compiler found in torch._inductor.config.cpp.cxx: (None, 'g++')"
     text = f"torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n{compiler}\n"
     assert (run(text).failure_class, run(text).root_cause_line) == (C.KERNEL_ERROR, compiler)
+
+
+def test_an_oom_under_a_traceback_cut_to_its_first_frame_is_placed_by_the_call_it_shows():
+    text = """[2026-11-03 02:14:55 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/sglang/srt/managers/scheduler.py", line 6368, in run_scheduler_process
+    scheduler.run_event_loop()
+[...] (agent dropped 61 lines: max_line_count)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.69 GiB. GPU 1 has a total capacity of 139.81 GiB of which 3.92 GiB is free. Of the allocated memory 127.02 GiB is allocated by PyTorch, and 7.71 GiB is reserved by PyTorch but unallocated.
+"""
+    assert run(text).failure_class is C.RUNTIME_OOM
+
+
+def test_a_reporter_saying_the_exit_code_was_0_reports_no_teardown():
+    said = "(I pressed Ctrl-C by accident right after it came up. Just checking: exit code 0 and no errors means nothing went wrong, right?)"
+    ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
+    assert run(f"{ready}\n{said}\n").failure_class is C.NONE
