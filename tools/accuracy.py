@@ -56,6 +56,11 @@ LABELLED_SETS = {
     "heldout28": DATA / "heldout28",
     "heldout29": DATA / "heldout29",
     "heldout30": DATA / "heldout30",
+    "heldout31": DATA / "heldout31",
+    "heldout32": DATA / "heldout32",
+    "heldout33": DATA / "heldout33",
+    "heldout34": DATA / "heldout34",
+    "heldout35": DATA / "heldout35",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -86,8 +86,17 @@ SERVING = {
 # timeout=5s ..."): configuration, not a timeout that happened.
 _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tcp-socket|grpc)\b")
 # Signatures of what a server can serve after: a group that recovered, a download that fit,
-# a GPU build warning that did not matter, a GPU fault of another process.
-RECOVERABLE = frozenset({"nccl_warning", "download_disk_full", "torch_build_lacks_gpu", "gpu_xid"})
+# a GPU build warning that did not matter, a GPU fault of another process, a startup probe
+# that failed before the server was up.
+RECOVERABLE = frozenset(
+    {
+        "nccl_warning",
+        "download_disk_full",
+        "torch_build_lacks_gpu",
+        "gpu_xid",
+        "startup_probe_failed",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -590,6 +590,15 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # --- hangs
     sig(
+        # The scheduler finding no node for the pod (no GPU free, a taint, no device plugin):
+        # the server never ran; below anything the server itself says.
+        "pod_unschedulable",
+        C.OTHER,
+        "FailedScheduling",
+        r"\bFailedScheduling\b.*\bnodes are available",
+        45,
+    ),
+    sig(
         "liveness_probe_failed",
         C.HANG_TIMEOUT,
         ("Liveness probe failed", "failed liveness probe"),
@@ -743,11 +752,12 @@ SIGNATURES: tuple[Signature, ...] = (
             "DUE TO PREEMPTION",
             "Evicted",
             "preempted",
+            "Preempted by pod",
             "was low on resource",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
-        r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b"
+        r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
         r"|The node was low on resource",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
@@ -805,6 +815,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "No CUDA GPUs",
             "no CUDA-capable device",
             "0 active drivers",
+            "exec format error",
             "SGLang only supports sm",
             "memory capacity is unbalanced",
         ),
@@ -816,6 +827,8 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|memory leak detected|\[Errno 12\] Cannot allocate memory"
         # Triton finding no GPU driver to compile for
         r"|\b0 active drivers \(\[\]\)"
+        # an image built for another CPU architecture than the host's
+        r"|: exec format error$"
         # ... and GPUs SGLang will not use: below its oldest architecture, or unequal in
         # free memory at startup (another process holds one of them)
         r"|SGLang only supports sm\d+ and above|The memory capacity is unbalanced",

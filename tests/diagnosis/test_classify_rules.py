@@ -1090,3 +1090,22 @@ def test_a_reporter_saying_the_exit_code_was_0_reports_no_teardown():
     said = "(I pressed Ctrl-C by accident right after it came up. Just checking: exit code 0 and no errors means nothing went wrong, right?)"
     ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
     assert run(f"{ready}\n{said}\n").failure_class is C.NONE
+
+
+def test_what_kubernetes_and_the_host_say_when_the_server_never_ran_or_was_preempted():
+    assert run("exec /usr/bin/python3: exec format error\n").failure_class is C.OTHER
+    pending = "  Warning  FailedScheduling  2m41s (x4 over 17m)  default-scheduler  0/5 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu: present}, 3 Insufficient nvidia.com/gpu."
+    assert run(f"{pending}\n").failure_class is C.OTHER
+    preempted = "  Normal   Preempted  4m2s   default-scheduler  Preempted by pod training/llama-sft-worker-3 on node gpu-a100-07"
+    shards = (
+        "Loading safetensors checkpoint shards:  37% Completed | 11/30 [01:26<02:31,  7.97s/it]"
+    )
+    result = run(f"{shards}\n{preempted}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, preempted.strip())
+
+
+def test_a_startup_probe_that_failed_before_the_server_was_up_is_no_failure_once_it_serves():
+    probe = '  Warning  Unhealthy  5m    kubelet            Startup probe failed: Get "http://10.244.3.41:30000/health": dial tcp 10.244.3.41:30000: connect: connection refused'
+    ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
+    assert run(f"{probe}\n{ready}\n").failure_class is C.NONE
+    assert run(f"{probe}\n").failure_class is C.HANG_TIMEOUT
