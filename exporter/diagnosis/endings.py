@@ -184,7 +184,7 @@ def _returned_to_the_shell(ordered: Sequence[LogLine], after: int) -> bool:
     logs`` returns one while the server it reads is stuck."""
     for i in range(after + 1, len(ordered) - 1):
         message = ordered[i].message
-        if message == "^C" or reports_error(message):
+        if message.startswith("^C") or reports_error(message):
             return False
         if _EXIT_STATUS_ASKED.search(message) and typed_by_operator(ordered[i]):
             return ordered[i + 1].message == "0"

@@ -50,8 +50,8 @@ GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "c
 PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 IGNORED_ERRORS = ("Ignore import error when loading",)
 # An import that failed inside ``try``: its handler took a fallback, and when what the
-# handler then raised ("During handling of the above exception ...") is decisive of its own
-# (an OOM in the fallback loader), that is the failure.
+# handler then raised ("During handling of the above exception ...") is decisive and of
+# another class (an OOM in the fallback loader), that is the failure.
 _IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
 _HANDLED = "During handling of the above exception"
 # Lines that start a new thought: a wrapped line never continues into one of these.
@@ -173,8 +173,8 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
 
 
 def _recovered_from(hit: Hit, steps: Sequence[tuple[int, Event]]) -> bool:
-    """A warning while the group formed (c10d retrying a peer not listening yet, NCCL falling
-    back to another transport), or before a download, that the server went on to serve
+    """A warning or a passing condition (RECOVERABLE: c10d retrying a peer not listening
+    yet, a download warning, a probe failed while starting) that the server went on to serve
     after: no failure."""
     return hit.signature.name in RECOVERABLE and _serves_after(steps, hit.position)
 
