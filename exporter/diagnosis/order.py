@@ -3,7 +3,8 @@
 Cloud-log exports arrive newest first; some Kubernetes exports follow every record with a
 line of their own (``2026-09-06 15:46:07  <pod name>``) that says nothing of the server. A
 multi-node report pastes each node's log after the other's: the second starts back at the
-group's start, and its failure may be the first of all.
+group's start, and its failure may be the first of all; the kernel's lines (``dmesg -T``) or a
+rank's NCCL watchdog pasted below the server's log may have come before its error.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ def in_time_order(lines: Sequence[LogLine]) -> list[LogLine]:
 
 
 def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
-    """Logs of processes that ran at the same time (the nodes of one group), pasted one
-    after another, merged by SGLang's clock; each line keeps the time of the last stamped
-    line above it, so a traceback stays whole. A log pasted after another that ran at
-    another time (last week's startup) stays where it is, as does a single log."""
+    """Logs of processes that ran at the same time (the nodes of one group, the kernel),
+    pasted one after another, merged by their clocks; each line keeps the time of the last
+    stamped line above it, so a traceback stays whole. A log pasted after another that ran
+    at another time (last week's startup) stays where it is, as does a single log."""
     sections: list[list[tuple[float, LogLine]]] = [[]]
     latest = now = _BEFORE_ANY_STAMP
     stamped = writer = None
@@ -88,13 +89,10 @@ def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
         kernel = _DMESG_T.match(message)
         if kernel is not None:
             month, day, time, kernel_year = kernel.groups()
-            when = datetime.strptime(f"{kernel_year} {month} {day} {time}", "%Y %b %d %H:%M:%S")
-            return "kernel", when.isoformat(sep=" ")
+            return "kernel", _named_month(kernel_year, month, day, time)
         syslog = _SYSLOG_KERNEL.match(message)
         if syslog is not None and year is not None:
-            month, day, time = syslog.groups()
-            when = datetime.strptime(f"{year} {month} {day} {time}", "%Y %b %d %H:%M:%S")
-            return "kernel", when.isoformat(sep=" ")
+            return "kernel", _named_month(year, *syslog.groups())
         glog = _GLOG.match(message)
         if glog is not None and year is not None:
             month, day, time = glog.groups()
@@ -104,6 +102,11 @@ def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
     except ValueError:
         pass
     return None
+
+
+def _named_month(year: str, month: str, day: str, time: str) -> str:
+    """An ISO time from a date written with the month's name ("Aug 28"), as the kernel does."""
+    return datetime.strptime(f"{year} {month} {day} {time}", "%Y %b %d %H:%M:%S").isoformat(sep=" ")
 
 
 def _seconds(stamp: str) -> float:
