@@ -29,7 +29,7 @@ from exporter.diagnosis.verdict import Outcome
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
-from exporter.logs.tracebacks import EXCEPTION_LINE
+from exporter.logs.tracebacks import DIRECT_CAUSE, EXCEPTION_LINE, HANDLED
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 # IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
@@ -53,7 +53,6 @@ IGNORED_ERRORS = ("Ignore import error when loading",)
 # handler then raised ("During handling of the above exception ...") is decisive and of
 # another class (an OOM in the fallback loader), that is the failure.
 _IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
-_HANDLED = "During handling of the above exception"
 # Lines that start a new thought: a wrapped line never continues into one of these.
 _NOT_A_CONTINUATION = re.compile(r"^(?:File \"|Traceback|\[|During handling|The above)")
 _LIFECYCLE = {
@@ -234,7 +233,7 @@ def _handled_import(ordered: Sequence[LogLine], position: int) -> bool:
     if match is None or match.group("type").rsplit(".", 1)[-1] not in _IMPORT_ERRORS:
         return False
     # a blank line between, which a wrapper may have left its mark on
-    return any(line.message.startswith(_HANDLED) for line in ordered[position + 1 : position + 4])
+    return any(line.message.startswith(HANDLED) for line in ordered[position + 1 : position + 4])
 
 
 def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
@@ -385,7 +384,6 @@ def exception_opening(ordered: Sequence[LogLine], root: int) -> int:
 # was the direct cause ...").
 _TRITON_WRAPPER = re.compile(r"CompilationError: at \d+:\d+:$")
 _WRAPPED_ERROR = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?:\(|: )")
-_DIRECT_CAUSE = "The above exception was the direct cause"
 _KERNEL_EXCERPT = 40  # lines of kernel source Triton quotes, at most
 
 
@@ -402,9 +400,9 @@ def compiler_cause(ordered: Sequence[LogLine], root: int) -> int:
     ):
         return root + 2 + caret
     for i in range(root - 1, max(-1, root - LOOKBACK), -1):
-        if ordered[i].has_sglang_prefix or ordered[i].message.startswith(_HANDLED):
+        if ordered[i].has_sglang_prefix or ordered[i].message.startswith(HANDLED):
             break  # the traceback's chain starts no further up
-        if ordered[i].message.startswith(_DIRECT_CAUSE):
+        if ordered[i].message.startswith(DIRECT_CAUSE):
             before = (j for j in range(i - 1, max(-1, i - 4), -1) if is_exception(ordered[j]))
             return next(before, root)
     return root

@@ -16,9 +16,13 @@ from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
 
 TRACEBACK_START = "Traceback (most recent call last):"
+# Python's words between the tracebacks of a chain: an exception raised while handling
+# another, or one raised from another
+HANDLED = "During handling of the above exception"
+DIRECT_CAUSE = "The above exception was the direct cause"
 _CHAIN_MARKERS = (
-    "During handling of the above exception, another exception occurred",
-    "The above exception was the direct cause of the following exception",
+    f"{HANDLED}, another exception occurred",
+    f"{DIRECT_CAUSE} of the following exception",
 )
 # "torch.OutOfMemoryError: CUDA out of memory..." / "KeyError: 'lm_head.weight'" / "AssertionError"
 EXCEPTION_LINE = re.compile(
