@@ -17,6 +17,11 @@ from exporter.logs.lines import LogLine
 _REFUSED = re.compile(
     r"\b(?:Error code: 4\d\d|BadRequestError|RateLimitError|UnprocessableEntityError)\b"
 )
+# uvicorn's access record of a request answered 4xx: refused for its own fault.
+_ANSWERED_4XX = re.compile(r'"[A-Z]+ /\S* HTTP/[\d.]+" 4\d\d\b')
+_ANSWER_SPAN = 3  # lines from the server's error record to its answer
+# A request its client aborted, whatever was under way for it (a KV transfer, in PD).
+_ABORTED = "Aborted by AbortReq"
 # A client that gave up waiting: a hang only if the server stopped serving too.
 _CLIENT_TIMED_OUT = re.compile(
     r"(?:httpx|httpcore|openai|requests|urllib3|aiohttp)[\w.]*\.\w*Timeout\w*(?::|$)"
@@ -35,6 +40,11 @@ _CLIENT_GONE = re.compile(
 _HANDLER_SPAN = 30  # lines of the caught error's traceback under its record
 _GROUP_CLASSES = (FailureClass.HANG_TIMEOUT, FailureClass.DISTRIBUTED_INIT)
 _SAYS_ANOTHER_FAILED = frozenset({"peer_lost"})
+# A member of the group killed from outside: what its peers then fail for, however weakly
+# the kill ranks alone (a kernel's OOM kill, a job cancelled, a pod evicted).
+_MEMBER_KILLED = frozenset(
+    {"host_oom_killer", "batch_oom_kill", "job_cancelled", "process_killed_by", "host_shutdown"}
+)
 _NAMING = ("signature", "exception", "wording")  # the layers that read what a line says
 _NAMED = frozenset(FailureClass) - {FailureClass.NONE, FailureClass.OTHER}
 # What a server that serves on can still be short of.
@@ -56,13 +66,12 @@ def after_causes(attempt: Reading, verdicts: Sequence[Verdict]) -> list[Verdict]
 def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
     """One request's failure, with nothing naming a failure of the server and the server
     serving after it, is no failure: a request refused for its own fault (a 4xx: too long,
-    over a rate limit), one whose error the server's handler caught and answered, or a
-    client that stopped waiting for a long generation. A condition the server's own lines
-    name (its KV pool full, retracting) is then what the log shows."""
+    over a rate limit), one whose error the server's handler caught and answered, one its
+    client aborted, or a client that stopped waiting for a long generation. A condition the
+    server's own lines name (its KV pool full, retracting) is then what the log shows."""
     best = verdicts[0]
     if (
-        best.failure_class not in (FailureClass.OTHER, FailureClass.HANG_TIMEOUT)
-        or best.confidence is Confidence.HIGH
+        best.confidence is Confidence.HIGH
         or best.root is None
         or not _one_request(attempt.ordered, best.root)
         or not attempt.serves_after(best.root)
@@ -77,8 +86,11 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
 
 def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
     message = ordered[root].message
-    if _REFUSED.search(message) or _CLIENT_TIMED_OUT.match(message):
+    if _REFUSED.search(message) or _CLIENT_TIMED_OUT.match(message) or _ABORTED in message:
         return True
+    answers = ordered[root + 1 : root + 1 + _ANSWER_SPAN]
+    if any(_ANSWERED_4XX.search(line.message) for line in answers):
+        return True  # the server logged why it refused the request, then answered it 4xx
     for at in range(max(0, root - _HANDLER_SPAN), root + 1):
         message = ordered[at].message
         if message.startswith(_CAUGHT) or (message.endswith(_ASGI) and _client_gone(ordered, at)):
@@ -104,7 +116,8 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
     memory it asked for."""
     if verdict.root is None:
         return verdict
-    if verdict.failure_class in _GROUP_CLASSES:
+    group = verdict.failure_class in _GROUP_CLASSES
+    if group:
         causes = [v for v in verdicts if v.failure_class not in _GROUP_CLASSES]
     elif verdict.failure_class is FailureClass.CUDA_ERROR:
         causes = [v for v in verdicts if v.failure_class in _DEVICE_OOM]
@@ -120,9 +133,26 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
     earlier = [
         cause.score
         for cause in causes
-        if cause.root is not None and cause.root < verdict.root and cause.score >= least
+        if cause.root is not None
+        and cause.root < verdict.root
+        and (
+            cause.score >= least
+            or (group and cause.rule in _MEMBER_KILLED)
+            or (_worded_timeout(verdict) and _server_condition(cause))
+        )
     ]
     return replace(verdict, score=max(earlier) - 1) if earlier else verdict
+
+
+def _worded_timeout(verdict: Verdict) -> bool:
+    """A line saying only that something timed out (a client's, a gateway's), no watchdog."""
+    return verdict.failure_class is FailureClass.HANG_TIMEOUT and verdict.layer == "wording"
+
+
+def _server_condition(verdict: Verdict) -> bool:
+    """The server's own line saying it is short of a pool (its KV cache full, retracting):
+    what makes requests wait until their clients give up."""
+    return verdict.layer == "signature" and verdict.failure_class in _SERVER_CONDITIONS
 
 
 def _swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:

@@ -14,6 +14,7 @@ from exporter.diagnosis.reading import (
     SERVING,
     Reading,
     ended_on_purpose,
+    interrupted_at,
     is_exception,
     last_meaningful,
 )
@@ -25,6 +26,7 @@ from exporter.logs.events import EventKind
 from exporter.logs.lines import LogLine
 
 _EXIT_STATUS_ASKED = re.compile(r"\becho \$\?$")
+_NEXT_CELL = re.compile(r"In \[\d+\]: \S")  # IPython's prompt, with the code typed at it
 # On layers.py's scale, below everything a line names.
 _ERROR_LINE_SCORE = 16
 _RESTARTED_SCORE = 10
@@ -45,7 +47,7 @@ def by_error_lines(attempt: Reading) -> Verdict | None:
     if cut is not None:
         return cut
     teardown = None
-    interrupted = _interrupted_at(attempt.ordered)
+    interrupted = interrupted_at(attempt.ordered)
     for i in attempt.failure_lines:
         if not reports_error(attempt.ordered[i].message):
             continue  # worded, not an error by its form: layer 3 read it
@@ -125,11 +127,16 @@ def by_restart(attempt: Reading) -> Verdict | None:
     killed from outside (a container's memory limit, a kill -9), and a restart policy
     launched it again. A draft model's own init follows a finished one: no restart."""
     last: dict[int | None, EventKind] = {}  # each rank's latest step
+    stopping = False  # asked to stop: what it still serves while draining ends with it
     for _, event in attempt.steps:
         rank = event.line.tp_rank
         if event.kind is EventKind.SIGTERM_RECEIVED:
             last.clear()
+            stopping = True
             continue
+        if stopping and event.kind is not EventKind.DIST_INIT_BEGIN:
+            continue
+        stopping = False
         if event.kind is EventKind.DIST_INIT_BEGIN and last.get(rank) in _UNFINISHED:
             return Verdict(
                 FailureClass.KILLED_BY_SIGNAL,
@@ -149,7 +156,7 @@ def by_progress(attempt: Reading) -> Verdict:
     """A log that stops mid-startup with no error: nothing more was ever printed (an
     in-process Engine, which never says it is serving, shutting down is no stop)."""
     reached = {event.kind for _, event in attempt.steps}
-    last = last_meaningful(attempt.ordered[: _interrupted_at(attempt.ordered)])
+    last = last_meaningful(attempt.ordered[: interrupted_at(attempt.ordered)])
     if (
         attempt.outcome.exit_code is None
         and reached
@@ -169,23 +176,19 @@ def by_progress(attempt: Reading) -> Verdict:
     return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)
 
 
-def _interrupted_at(ordered: Sequence[LogLine]) -> int:
-    """Where the operator's Ctrl-C (its echo, "^C") stopped the server, as a SIGTERM does:
-    what follows is the stop's, not the run's."""
-    return next(
-        (i for i, line in enumerate(ordered) if line.message.startswith("^C")), len(ordered)
-    )
-
-
 def _returned_to_the_shell(ordered: Sequence[LogLine], after: int) -> bool:
     """The shell says, after the last step and with no Ctrl-C or error before, that the
     program exited 0 (``$ echo $?`` then ``0``): it ended by itself (an in-process Engine's
-    script that finished), it did not stop printing. A prompt alone says nothing: ``docker
-    logs`` returns one while the server it reads is stuck."""
-    for i in range(after + 1, len(ordered) - 1):
+    script that finished), it did not stop printing. Or IPython asks for the next cell
+    (``In [5]:``): the cell that started an Engine returned, as a stuck one never does. A
+    shell's prompt alone says nothing: ``docker logs`` returns one while the server it reads
+    is stuck."""
+    for i in range(after + 1, len(ordered)):
         message = ordered[i].message
         if message.startswith("^C") or reports_error(message):
             return False
+        if _NEXT_CELL.match(message):
+            return True
         if _EXIT_STATUS_ASKED.search(message) and typed_by_operator(ordered[i]):
-            return ordered[i + 1].message == "0"
+            return i + 1 < len(ordered) and ordered[i + 1].message == "0"
     return False

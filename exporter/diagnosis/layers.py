@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from exporter.diagnosis.endings import by_error_lines, by_progress, by_restart
 from exporter.diagnosis.frames import frames_before, is_frame_text
+from exporter.diagnosis.order import stamped_no_later
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
 from exporter.diagnosis.reading import (
@@ -27,7 +28,12 @@ from exporter.diagnosis.vocabulary import Family, family_of
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
 
-_GPU_FAULTS = frozenset({"gpu_xid"})
+# The kernel's report of what SGLang then failed for, logged first: a GPU fault under a CUDA
+# error, an OOM kill under a scheduler SGLang found dead (or any kill it shows).
+_KERNEL_REPORTS = {
+    FailureClass.CUDA_ERROR: frozenset({"gpu_xid"}),
+    FailureClass.KILLED_BY_SIGNAL: frozenset({"host_oom_killer"}),
+}
 CONFIDENT = 80  # a signature of a named family or better (signatures.py's tiers)
 # The other layers on the signatures' priority scale: an exception outranks a condition, a
 # worded error line or telling numbers outrank an exception nothing knows, and how the
@@ -76,11 +82,21 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     if decided.layer == "signature" and decided.root is not None:
         if attempt.serves_after(decided.root):
             return _rooted_at(decided, verdicts, "signature", before=decided.root)
-        # The kernel's report of a GPU fault is the root of the CUDA error it caused.
-        faults = [v.root for v in verdicts if v.rule in _GPU_FAULTS and v.root is not None]
-        if decided.failure_class is FailureClass.CUDA_ERROR and faults:
-            return replace(decided, root=min(min(faults), decided.root))
-        return decided
+        # The kernel's report of a GPU fault or an OOM kill is the root of what it caused:
+        # logged before it, or in the same second (a kill comes before its notice).
+        reports = _KERNEL_REPORTS.get(decided.failure_class, frozenset())
+        ordered = attempt.ordered
+        found = [
+            v.root
+            for v in verdicts
+            if v.rule in reports
+            and v.root is not None
+            and (
+                v.root < decided.root
+                or stamped_no_later(ordered[v.root], ordered[decided.root], ordered)
+            )
+        ]
+        return replace(decided, root=min(found)) if found else decided
     if decided.layer != "exception" or decided.root is None:
         return decided
     return _rooted_at(decided, verdicts, "wording", before=decided.root)

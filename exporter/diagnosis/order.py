@@ -51,7 +51,7 @@ def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
     sections: list[list[tuple[float, LogLine]]] = [[]]
     latest = now = _BEFORE_ANY_STAMP
     stamped = writer = None
-    year = next((line.timestamp[:4] for line in lines if line.timestamp is not None), None)
+    year = _server_year(lines)
     for line in lines:
         clock = _clock(line, year)
         if clock is not None and clock != stamped:
@@ -65,6 +65,19 @@ def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
     if len(sections) == 1 or not _at_the_same_time(sections):
         return lines
     return [line for _, line in heapq.merge(*sections, key=lambda timed: timed[0])]
+
+
+def stamped_no_later(first: LogLine, second: LogLine, lines: Sequence[LogLine]) -> bool:
+    """Whether ``first`` was stamped no later than ``second``, by their writers' clocks (the
+    same second included); False where either has none."""
+    year = _server_year(lines)
+    clocks = _clock(first, year), _clock(second, year)
+    return None not in clocks and _seconds(clocks[0][1]) <= _seconds(clocks[1][1])
+
+
+def _server_year(lines: Sequence[LogLine]) -> str | None:
+    """The year of SGLang's stamps: the kernel's syslog lines and glog's leave it out."""
+    return next((line.timestamp[:4] for line in lines if line.timestamp is not None), None)
 
 
 def _at_the_same_time(sections: list[list[tuple[float, LogLine]]]) -> bool:

@@ -106,7 +106,11 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
             "/mori/",
             "disaggregation/common/",
             "nvshmem",
-            "bootstrap",
+            # SGLang's own (0.5.23's distributed/bootstrap.py, PD's bootstrap server); not the
+            # standard library's (multiprocessing's and threading's _bootstrap, importlib's).
+            "distributed/bootstrap",
+            "bootstrap_server",
+            "bootstrap_thread",
         ),
         except_types=_ARGUMENT_CHECKS,
     ),

@@ -34,16 +34,16 @@ from exporter.logs.tracebacks import DIRECT_CAUSE, EXCEPTION_LINE, HANDLED
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 # IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
 # "GatedRepoError          Traceback (most recent call last)"; its own line comes last.
-_IPYTHON_HEADER = re.compile(r"^\S+ {3,}Traceback \(most recent call last\)$")
+_IPYTHON_HEADER = re.compile(r"^(?P<type>\S+) {3,}Traceback \(most recent call last\)$")
 # ... and quotes the code of each frame (``File /x/y.py:402, in f(a)``) numbered, the line
 # that raised under an arrow: "401 try:", "--> 402     response.raise_for_status()".
 _IPYTHON_CODE = re.compile(r"^(?:-+> +)?\d+ ")
 _IPYTHON_FRAME_OR_CODE = re.compile(r"^(?:File \S+\.py:\d+, in |(?:-+> +)?\d+ )")
-_BARE_EXCEPTION = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$")
 CARETS = re.compile(r"^[\s^~]+$")
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
 _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
+_OWN_EXIT_CODE = re.compile(r"^Exit code: \d+$")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
@@ -116,6 +116,9 @@ class Reading:
     # Where SGLang was asked to stop (SIGTERM), or the end: what a stop brings about comes
     # after it.
     stopped_at: int
+    # Serving and each launch (SGLang printing its arguments), by position: a supervisor's
+    # relaunch starts another run, whose serving says nothing of the run before.
+    runs: list[tuple[int, Event]]
     recovered: frozenset[int] = frozenset()  # warnings the server served after (no failure)
 
     def served_before(self, position: int) -> bool:
@@ -123,8 +126,9 @@ class Reading:
         return any(event.kind in SERVING for p, event in self.steps if p <= position)
 
     def serves_after(self, position: int) -> bool:
-        """Whether the server served (a batch, ready again) after the line at ``position``."""
-        return _serves_after(self.steps, position)
+        """Whether the server served (a batch, ready again) after the line at ``position``,
+        before any relaunch."""
+        return _serves_after(self.runs, position)
 
     @cached_property
     def failure_lines(self) -> list[int]:
@@ -161,25 +165,33 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
         key=lambda pair: pair[0],
     )
     steps = [(p, e) for p, e in placed if e.kind in _LIFECYCLE]
+    runs = [(p, e) for p, e in placed if e.kind in SERVING or e.kind is EventKind.SERVER_ARGS]
     batches = [(p, e) for p, e in placed if e.kind is EventKind.DECODE_BATCH]
     sigterms = (p for p, e in steps if e.kind is EventKind.SIGTERM_RECEIVED)
     stopped_at = next(sigterms, len(ordered))
     skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
     hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at)
-    recovered = frozenset(h.position for h in hits if _recovered_from(h, steps))
+    recovered = frozenset(h.position for h in hits if _recovered_from(h, runs))
     hits = [h for h in hits if h.position not in recovered]
-    return Reading(ordered, hits, steps, batches, outcome, stopped_at, recovered)
+    return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered)
 
 
-def _recovered_from(hit: Hit, steps: Sequence[tuple[int, Event]]) -> bool:
+def _recovered_from(hit: Hit, runs: Sequence[tuple[int, Event]]) -> bool:
     """A warning or a passing condition (RECOVERABLE: c10d retrying a peer not listening
     yet, a download warning, a probe failed while starting) that the server went on to serve
     after: no failure."""
-    return hit.signature.name in RECOVERABLE and _serves_after(steps, hit.position)
+    return hit.signature.name in RECOVERABLE and _serves_after(runs, hit.position)
 
 
-def _serves_after(steps: Sequence[tuple[int, Event]], position: int) -> bool:
-    return any(event.kind in SERVING for p, event in steps if p > position)
+def _serves_after(runs: Sequence[tuple[int, Event]], position: int) -> bool:
+    for p, event in runs:
+        if p <= position:
+            continue
+        if event.kind is EventKind.SERVER_ARGS:
+            return False
+        if event.kind in SERVING:
+            return True
+    return False
 
 
 def _blanked(line: LogLine) -> LogLine:
@@ -209,8 +221,24 @@ def ended_on_purpose(ordered: Sequence[LogLine], after: int) -> bool:
 
 
 def _is_interrupt(line: LogLine) -> bool:
-    match = EXCEPTION_LINE.match(line.message)
+    """A KeyboardInterrupt: Python's exception line, or IPython's header above its frames."""
+    match = EXCEPTION_LINE.match(line.message) or _IPYTHON_HEADER.match(line.message)
     return match is not None and match.group("type") == "KeyboardInterrupt"
+
+
+def interrupted_at(ordered: Sequence[LogLine]) -> int:
+    """Where the operator's Ctrl-C (its echo, "^C", or the KeyboardInterrupt's traceback)
+    stopped the process, as a SIGTERM does: what follows is the stop's, not the run's."""
+    return next(
+        (
+            i
+            for i, line in enumerate(ordered)
+            if line.message.startswith("^C")
+            or (line.message.startswith("Traceback") and _interrupted(ordered, i))
+            or (_IPYTHON_HEADER.match(line.message) and _is_interrupt(line))
+        ),
+        len(ordered),
+    )
 
 
 def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
@@ -250,6 +278,7 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
                 or (_IPYTHON_CODE.match(text) and _IPYTHON_FRAME_OR_CODE.match(previous.message))
             )
             and not is_exception(line)
+            and not text.startswith('File "')  # a frame of its own (lines a chat joined)
             and not _asserts_bare(ordered, i)
         )
         if (
@@ -287,7 +316,8 @@ def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
 def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int) -> list[Hit]:
     """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
     loading ...`` and the text it quotes on the next line), an import whose handler took
-    a fallback that failed for a reason of its own, and after a graceful SIGTERM weak
+    a fallback that failed for a reason of its own, a scheduler SGLang found dead that
+    exited by itself (its own error is above), and after a graceful SIGTERM weak
     signs such as a shell's ``Killed`` (SGLang ends even a clean drain with SIGKILL) and the
     process group torn down (``_after_a_stop``)."""
     ignored = {
@@ -311,7 +341,15 @@ def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int)
         for h in hits
         if h.position not in ignored
         and not (h.position > stopped_at and _after_a_stop(h.signature))
+        and not (h.signature.name == "scheduler_died" and _exited_by_itself(ordered, h.position))
     ]
+
+
+def _exited_by_itself(ordered: Sequence[LogLine], position: int) -> bool:
+    """SGLang's "scheduler is dead", then the dead process's exit code on the next line: a
+    status of 0 or more is an exit of its own (a Python error's 1), a negative one a signal."""
+    following = ordered[position + 1 : position + 2]
+    return any(_OWN_EXIT_CODE.search(line.message) for line in following)
 
 
 def _after_a_stop(signature: Signature) -> bool:
@@ -368,14 +406,6 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
         ):
             return i
     return None
-
-
-def exception_opening(ordered: Sequence[LogLine], root: int) -> int:
-    """An exception whose message starts with a newline prints its type alone
-    (``RuntimeError:``) and the message under it: the type's line opens the statement."""
-    if root > 0 and _BARE_EXCEPTION.match(ordered[root - 1].message):
-        return root - 1
-    return root
 
 
 # Triton's compile error names only where in the kernel it failed ("CompilationError: at

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from exporter.diagnosis.frames import is_frame_text
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.lines import LogLine
+from exporter.logs.literals import KILLED_TRANSLATED_WORDS
 from exporter.logs.tracebacks import EXCEPTION_LINE
 
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
@@ -23,7 +24,9 @@ _OPERATOR = re.compile(
     r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
     r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
 )
-# Words in Chinese, Japanese or Korean: the reporter's (the software writes English).
+# Words in Chinese, Japanese or Korean: the reporter's (the software writes English), but
+# for a shell's "Killed" in the operator's language.
+_SHELL_KILLED = re.compile(rf"(?:^|\s)(?:{KILLED_TRANSLATED_WORDS})(?:\s|$)")
 _CJK_WORDS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]{2}")
 # An issue's title: "[Bug] ...", "【求助】...", "[질문] ...", "Title: ..."
 _REPORT_TITLE = re.compile(
@@ -43,8 +46,11 @@ _PROSE_SHARE = 0.8
 _PLAIN_WORD = re.compile(r"[(\"'`]*[A-Za-z][a-z']*[)\"'`.,;:!?]*|-|&")
 _RECORD_OPENING = re.compile(r"(?i)(?:error|fatal|failed|exception|warning|critical|info|debug)\b")
 _SENTENCE_END = re.compile(r"[.:!?](?:\s|$)")
-# What a paste puts around a log: a code fence, the HTML of a collapsed block.
-_PASTE_FURNITURE = re.compile(r"^(?:```|~~~|</?(?:details|summary|pre|code)\b)")
+# What a paste puts around a log: a code fence, the HTML of a collapsed block, a rule
+# (Markdown's, or IPython's above a traceback).
+_PASTE_FURNITURE = re.compile(
+    r"^(?:```|~~~|</?(?:details|summary|pre|code)\b|(?:-{3,}|={3,}|_{3,})$)"
+)
 
 
 def reporters_words(line: LogLine) -> bool:
@@ -58,7 +64,9 @@ def reporters_words(line: LogLine) -> bool:
     if line.has_sglang_prefix or EXCEPTION_LINE.match(message):
         return False
     return message.endswith(_QUESTION_MARKS) or (
-        not message.isascii() and _CJK_WORDS.search(message) is not None
+        not message.isascii()
+        and _CJK_WORDS.search(message) is not None
+        and _SHELL_KILLED.search(message) is None
     )
 
 

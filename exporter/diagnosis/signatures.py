@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from exporter.diagnosis.taxonomy import FailureClass as C
 from exporter.diagnosis.taxonomy import Phase
-from exporter.logs.literals import any_of
+from exporter.logs.literals import KILLED_TRANSLATED, KILLED_TRANSLATED_WORDS, any_of
 
 
 class Resolve(enum.Enum):
@@ -64,6 +64,11 @@ def sig(
 
 
 OOM = Resolve.OUT_OF_MEMORY
+# CUDA's errors for a kernel launched wrong (its grid, its resources, no code for the GPU).
+_LAUNCH_ERRORS = (
+    "too many blocks|invalid configuration argument|too many resources requested"
+    "|no kernel image|invalid device function"
+)
 # Below this priority a signature names a condition or a consequence; a Python exception of
 # its own (judged by its frames and wording) says more about the cause.
 DECISIVE = 50
@@ -250,8 +255,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "parallel_layout",
         C.INVALID_ARGUMENT,
         ("_size", "divisible"),
-        r"% \(?(?:self\.)?(?:tp|tensor_parallel|dp|pp|ep|moe_ep)_size\)? == 0"
+        r"% \(?(?:self\.)?(?:attn_|moe_)?(?:tp|tensor_parallel|dp|pp|ep|moe_ep|world)_size\)? == 0"
         r"|(?:tp|dp|pp|ep)_size must be divisible|must be divisible by (?:the )?number of nodes",
+        95,
+    ),
+    sig(
+        # A quantization this GPU cannot run (NVFP4 before Blackwell, W8A8-FP8 before Ada),
+        # asked by a flag or by the checkpoint: a combination rejected at startup.
+        "quantization_needs_newer_gpu",
+        C.INVALID_ARGUMENT,
+        "is not supported for the current GPU",
+        r"The quantization method .+ is not supported for the current GPU",
         95,
     ),
     sig(
@@ -305,8 +319,8 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "model_config_unreadable",
         C.MODEL_LOAD_ERROR,
-        ("Can't load the configuration", "Can't load tokenizer"),
-        r"Can't load (?:the configuration|tokenizer) (?:of|for) ",
+        ("Can't load the configuration", "Can't load tokenizer", "Incorrect path_or_model_id"),
+        r"Can't load (?:the configuration|tokenizer) (?:of|for) |Incorrect path_or_model_id: ",
         96,  # transformers' own summary, above the HFValidationError it wraps
     ),
     sig(
@@ -424,10 +438,13 @@ SIGNATURES: tuple[Signature, ...] = (
         92,
     ),
     sig(
+        # A native library's (DeepEP's) own check, or a launch its kernel got wrong; the
+        # device's faults in the same words (an illegal access, an NVLink error) are CUDA's.
         "native_library_check",
         C.KERNEL_ERROR,
         "Failed: ",
-        r"^RuntimeError: Failed: (?:Assertion error|CUDA error) \S+\.(?:cu|cuh|cpp):\d+",
+        r"^RuntimeError: Failed: (?:Assertion error \S+\.(?:cu|cuh|cpp):\d+"
+        rf"|CUDA error \S+\.(?:cu|cuh|cpp):\d+ '(?:{_LAUNCH_ERRORS}))",
         95,
     ),
     sig(
@@ -462,9 +479,11 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "cuda_error",
         C.CUDA_ERROR,
-        ("CUDA error: ", "HIP error: ", "CUBLAS_STATUS_", "CUDA driver error", "cudaError"),
+        ("CUDA error", "HIP error: ", "CUBLAS_STATUS_", "CUDA driver error", "cudaError"),
         r"(?:CUDA|HIP) error: (?!out of memory|CUBLAS_STATUS_ALLOC)|CUBLAS_STATUS_(?!ALLOC)"
         r"|CUDA driver error"
+        # a native library's check, with its source file: "CUDA error deep_ep.cpp:587 '...'"
+        r"|CUDA error \S+\.(?:cu|cuh|cpp):\d+ '(?!out of memory)"
         r"|cudaError(?!MemoryAllocation)",
         80,
     ),
@@ -698,8 +717,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # operator's script): who killed it, above SGLang noticing and the shell's "Killed".
         "process_killed_by",
         C.KILLED_BY_SIGNAL,
-        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid"),
-        r"\b(?:[Kk]illing|[Kk]illed|SIGKILL(?:ed)?|SIGKILL to) pid[= ]?\d+",
+        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid", "SIGKILL to process"),
+        # ... and earlyoom's, the userspace OOM killer Fedora enables by default
+        r"\b(?:[Kk]illing|[Kk]illed|SIGKILL(?:ed)?|SIGKILL to) pid[= ]?\d+"
+        r"|sending SIGKILL to process \d+",
         57,
     ),
     sig(
@@ -715,7 +736,7 @@ SIGNATURES: tuple[Signature, ...] = (
         C.KILLED_BY_SIGNAL,
         (
             "Killed",
-            "已杀死",
+            *KILLED_TRANSLATED,
             "exit code: -9",
             "exit code -9",
             "core dumped",
@@ -727,7 +748,7 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
         # compose's "sglang-1 exited with code 137" and `docker ps`'s "Exited (137)"
-        r"(?:^|\s)Killed(?:\s|$)|已杀死|exit code:? -9\b"
+        rf"(?:^|\s)(?:Killed|{KILLED_TRANSLATED_WORDS})(?:\s|$)|exit code:? -9\b"
         r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137"
         r"|^Exit Code:\s+137$|exited with code 137\b|\bExited \(137\)"
         # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed

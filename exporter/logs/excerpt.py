@@ -34,7 +34,7 @@ from collections import deque
 
 from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
-from exporter.logs.literals import any_of
+from exporter.logs.literals import KILLED_TRANSLATED, any_of
 from exporter.logs.tracebacks import EXCEPTION_LINE
 
 HEAD_LINES = 200
@@ -77,7 +77,7 @@ VOCABULARY = (
     # a watchdog's report before its timeout line
     "debug info",
     # a shell's "Killed" in another language
-    "已杀死",
+    *KILLED_TRANSLATED,
 )
 # fmt: on
 

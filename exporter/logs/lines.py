@@ -49,6 +49,12 @@ _FOREIGN_PREFIXES = (
     re.compile(rf"(?P<fts>{_RFC3339})(?: |$)"),
     # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "
     re.compile(r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]:(?: |$)"),
+    # stern, following a Deployment's pods: "<pod> <container> ", the pod named by its
+    # ReplicaSet's hash and its own suffix (Kubernetes' alphabet: no vowels, no 0, 1 or 3)
+    re.compile(
+        r"[a-z0-9][a-z0-9-]*-[bcdfghjklmnpqrstvwxz2456789]{8,10}-[bcdfghjklmnpqrstvwxz2456789]{5}"
+        r" [a-z0-9][a-z0-9-]*(?: |$)"
+    ),
     # docker compose: "sglang-1  | "
     re.compile(r"[\w.-]+\s+\|(?: |$)"),
     # kubectl logs --prefix: "[pod/ds-r1-lws-0/sglang] "
@@ -59,7 +65,7 @@ _FOREIGN_PREFIXES = (
     # torch distributed: "[rank3]:"
     re.compile(r"\[rank\d+\]:"),
     # Slurm's srun --label: "0: ", "12: " (the task number)
-    re.compile(r"\d{1,5}: "),
+    re.compile(r"\d{1,5}:(?: |$)"),
     # a Markdown quote of the log in a reply ("> ", once per level; not a REPL's ">>> ")
     re.compile(r">(?: |$)"),
 )

@@ -26,3 +26,17 @@ def any_of(literals: Iterable[str]) -> re.Pattern[str]:
         return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
     return re.compile(render(trie))
+
+
+# A shell's report of a child SIGKILLed (glibc's strsignal) in the locales an operator's
+# terminal may run in: zh_CN, ru, de, ja, ko, fr, es. English "Killed" is matched as a word.
+KILLED_TRANSLATED = (
+    "已杀死",
+    "Убито",
+    "Getötet",
+    "強制終了",
+    "죽었음",
+    "Processus arrêté",
+    "Terminado (killed)",
+)
+KILLED_TRANSLATED_WORDS = "|".join(map(re.escape, KILLED_TRANSLATED))  # for a regex

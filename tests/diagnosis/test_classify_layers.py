@@ -313,6 +313,9 @@ def test_a_restart_with_no_last_words_is_a_kill_from_outside_with_no_root_line()
     # Stopped, then started again: no kill; and one startup that stops is no restart.
     stopped = first + "[2026-10-13 22:42:00] SIGTERM received. signum=None frame=None.\n"
     assert run(stopped + again).failure_class is not C.KILLED_BY_SIGNAL
+    # ... even when it answered a last request while it drained
+    drained = '[2026-10-13 22:42:01] INFO:     10.20.1.5:33022 - "POST /generate HTTP/1.1" 200 OK\n'
+    assert run(stopped + drained + again).failure_class is not C.KILLED_BY_SIGNAL
     assert run(first).failure_class is C.HANG_TIMEOUT
     # A draft model's init after the target's finished one (MTP, EAGLE) is no restart.
     draft = (

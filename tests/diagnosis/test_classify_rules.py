@@ -552,17 +552,20 @@ def test_an_rdma_transport_out_of_locked_memory_cannot_form_the_group():
         assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, line)
 
 
-def test_an_engine_started_in_a_script_with_no_main_guard_is_rooted_at_its_runtime_error():
-    text = """Traceback (most recent call last):
+def test_an_engine_started_in_a_script_with_no_main_guard_is_rooted_at_its_message():
+    """The RuntimeError's message starts with a newline: its type prints alone, and the
+    line under it says what failed (three writers of four root it there)."""
+    message = "An attempt has been made to start a new process before the"
+    text = f"""Traceback (most recent call last):
   File "/usr/lib/python3.10/multiprocessing/spawn.py", line 125, in _main
     prepare(preparation_data)
 RuntimeError:
-        An attempt has been made to start a new process before the
+        {message}
         current process has finished its bootstrapping phase.
 [2025-06-10 18:20:07] Rank 0 scheduler is dead. Please check if there are relevant logs.
 """
     result = run(text)
-    assert (result.failure_class, result.root_cause_line) == (C.OTHER, "RuntimeError:")
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, message)
 
 
 def test_a_router_that_gave_up_on_a_workers_health_checks_says_it_hangs():
@@ -893,6 +896,8 @@ def test_a_program_that_says_it_killed_the_server_is_the_root_of_the_kill():
     for said in (
         'Nov 25 17:00:04 lab-a6000 gpu-reaper[771990]: SIGKILL pid=771204 user=student gpu=2 cmd="sglang::scheduler"',
         "Nov 25 17:00:04 lab-a6000 gpu-reaper[771990]: killing pid 771204 (python3 -m sglang.launch_server --tp 8)",
+        # earlyoom, the userspace OOM killer
+        'Nov 25 17:00:04 lab-a6000 earlyoom[1043]: sending SIGKILL to process 771204 uid 1000 "python": badness 912',
     ):
         result = run(f"{crashed}\nKilled\n$ journalctl -t gpu-reaper\n{said}\n")
         assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, said)
@@ -1109,3 +1114,254 @@ def test_a_startup_probe_that_failed_before_the_server_was_up_is_no_failure_once
     ready = "[2026-01-01 10:00:00] The server is fired up and ready to roll!"
     assert run(f"{probe}\n{ready}\n").failure_class is C.NONE
     assert run(f"{probe}\n").failure_class is C.HANG_TIMEOUT
+
+
+def test_an_error_raised_under_the_standard_librarys_bootstrap_is_not_the_transports():
+    """multiprocessing's ``_bootstrap`` (and importlib's, threading's) is no PD bootstrap: an
+    error nothing else explains stays ``other``."""
+    error = "OSError: [Errno 22] Invalid argument"
+    text = f"""Process SpawnProcess-1:
+Traceback (most recent call last):
+  File "/usr/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap
+    self.run()
+  File "/usr/local/lib/python3.10/dist-packages/psutil/_pslinux.py", line 2061, in cpu_affinity_set
+    cext.proc_cpu_affinity_set(self.pid, cpus)
+{error}
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, error)
+
+
+def test_a_scheduler_found_dead_with_an_exit_code_of_its_own_died_of_the_error_above():
+    error = "OSError: [Errno 22] Invalid argument"
+    dead = (
+        "[2026-03-09 07:12:40] Rank 0 scheduler is dead. Please check if there are relevant logs."
+    )
+    text = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/utils/common.py", line 2259, in set_gpu_proc_affinity
+    p.cpu_affinity(bind_cpu_ids)
+{error}
+{dead}
+[2026-03-09 07:12:40] Exit code: {code}
+"""
+    result = run(text.format(error=error, dead=dead, code=1))
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, error)
+    # killed: the signal is the cause, whatever the traceback above
+    result = run(text.format(error=error, dead=dead, code=-9))
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, dead)
+
+
+def test_a_request_the_server_refused_with_a_4xx_is_no_failure_while_it_serves_on():
+    served = '[2026-06-09 08:0{m}:09] INFO:     10.42.0.15:51744 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    refused = (
+        "[2026-06-09 08:05:40] ERROR:    The input (271023 tokens) is longer than the model's "
+        "context length (262144 tokens)."
+    )
+    answer = '[2026-06-09 08:05:40] INFO:     10.42.0.15:51790 - "POST /v1/chat/completions HTTP/1.1" {status}'
+    log = f"{served.format(m=3)}\n{refused}\n{answer}\n{served.format(m=6)}\n"
+    assert run(log.format(status="400 Bad Request")).failure_class is C.NONE
+    assert run(log.format(status="500 Internal Server Error")).failure_class is C.OTHER
+
+
+def test_frames_a_chat_client_joined_onto_one_line_still_show_their_exception():
+    oom = (
+        'File "/envs/sgl/lib/python3.10/site-packages/torch/utils/_device.py", line 79, in '
+        "__torch_function__ return func(*args, **kwargs) torch.OutOfMemoryError: CUDA out of "
+        "memory. Tried to allocate 576.00 MiB. GPU 0 has a total capacity of 39.39 GiB"
+    )
+    text = f"""[2024-12-19 10:02:52 TP0] Load weight begin. avail mem=39.04 GB
+[2024-12-19 10:02:53 TP0] Traceback (most recent call last): File "/envs/sgl/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 1404, in run_scheduler_process scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)
+File "/envs/sgl/lib/python3.10/site-packages/sglang/srt/layers/linear.py", line 149, in create_weights torch.empty(
+{oom}
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.WEIGHTS_OOM, oom)
+
+
+@pytest.mark.parametrize("killed", ["Убито", "Getötet", "已杀死"])
+def test_a_shells_killed_in_the_operators_language_is_a_kill(killed):
+    progress = (
+        "Loading safetensors checkpoint shards:  33% Completed | 1/3 [00:19<00:38, 19.11s/it]"
+    )
+    text = (
+        f"[2024-12-14 18:20:12 TP0] Load weight begin. avail mem=22.52 GB\n{progress}\n{killed}\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, killed)
+
+
+NOTEBOOK_START = """In [4]: import sglang as sgl
+   ...: llm = sgl.Engine(model_path="Qwen/Qwen2.5-32B-Instruct-AWQ", tp_size=2)
+[2025-08-02 14:33:05 TP0] Init torch distributed begin.
+[2025-08-02 14:33:09 TP0] Init torch distributed ends. mem usage=0.38 GB
+"""
+
+
+def test_an_engine_start_interrupted_in_a_notebook_hangs_at_its_last_step():
+    interrupted = """---------------------------------------------------------------------------
+KeyboardInterrupt                         Traceback (most recent call last)
+Cell In[4], line 2
+----> 2 llm = sgl.Engine(model_path="Qwen/Qwen2.5-32B-Instruct-AWQ", tp_size=2)
+
+File /usr/lib/python3.10/multiprocessing/connection.py:414, in _ConnectionBase._recv_bytes(self, maxsize)
+--> 414 buf = self._recv(4)
+
+KeyboardInterrupt:
+"""
+    result = run(NOTEBOOK_START + interrupted)
+    assert (result.failure_class, result.root_cause_line) == (
+        C.HANG_TIMEOUT,
+        "[2025-08-02 14:33:09 TP0] Init torch distributed ends. mem usage=0.38 GB",
+    )
+
+
+def test_a_notebook_that_went_on_to_its_next_cell_had_its_engine_up():
+    next_cell = """
+In [5]: outs = llm.generate(["Capital of Mongolia?"], {"max_new_tokens": 16})
+The capital of Mongolia is Ulaanbaatar.
+"""
+    assert run(NOTEBOOK_START + next_cell).failure_class is C.NONE
+    assert run(NOTEBOOK_START).failure_class is C.HANG_TIMEOUT  # the cell never returned
+
+
+def test_the_kernels_oom_kill_in_the_second_sglang_noticed_the_death_is_its_root():
+    kill = (
+        "[Mon Sep 14 21:03:54 2026] Out of memory: Killed process 5512 (sglang::schedul) "
+        "total-vm:48811236kB, anon-rss:30112448kB"
+    )
+    noticed = (
+        "[2026-09-14 21:03:{s}] Subprocess scheduler_0 (pid=5512) crashed with exit code -9. "
+        "Triggering SIGQUIT for cleanup..."
+    )
+    log = "[2026-09-14 21:03:40 TP0] Load weight begin. avail mem=78.50 GB\n{noticed}\n{kill}\n"
+    same_second = run(log.format(noticed=noticed.format(s=54), kill=kill))
+    assert (same_second.failure_class, same_second.root_cause_line) == (C.KILLED_BY_SIGNAL, kill)
+    later = noticed.format(s=50)  # SGLang noticed first: a kill after it is another's
+    earlier = run(log.format(noticed=later, kill=kill))
+    assert (earlier.failure_class, earlier.root_cause_line) == (C.KILLED_BY_SIGNAL, later)
+
+
+def test_a_member_the_kernel_killed_is_why_its_group_failed():
+    kill = (
+        "[Tue Dec  9 10:02:11 2025] Out of memory: Killed process 48213 (sglang::schedul) "
+        "total-vm:612450300kB, anon-rss:118042112kB"
+    )
+    text = f"""[2025-12-09 10:02:05 TP0] Prefill batch, #new-seq: 3, #new-token: 8192, #cached-token: 24576, token usage: 0.42, #running-req: 96, #queue-req: 5
+[2025-12-09 10:02:12 TP4] [rank4]:[E1209 10:02:12.446102118 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 3(TP) Rank 4] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version 2.27.3
+ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.
+
+==== node1: dmesg -T | tail ====
+{kill}
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, kill)
+
+
+def test_a_gateway_that_gave_up_on_a_server_retracting_for_memory_saw_the_full_pool():
+    retract = (
+        "[2026-03-04 17:42:09 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 4, "
+        "#new_tokens_gained: 38912, #new_token_ratio: 0.3310 -> 0.7000"
+    )
+    timeout = (
+        "2026-03-04T17:48:01.544Z ERROR smg::routers::http::router: all 3 attempts failed for "
+        "POST /v1/chat/completions: upstream timeout"
+    )
+    result = run(f"{retract}\n{timeout}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KV_POOL_EXHAUSTED, retract)
+    assert run(f"{timeout}\n").failure_class is C.HANG_TIMEOUT
+
+
+def test_a_native_librarys_cuda_error_is_the_devices_unless_its_launch_was_wrong():
+    fault = (
+        "RuntimeError: Failed: CUDA error /sgl-workspace/DeepEP/csrc/deep_ep.cpp:587 "
+        "'uncorrectable NVLink error detected during the execution'"
+    )
+    launch = (
+        "RuntimeError: Failed: CUDA error /media/ssd1/DeepEP/csrc/kernels/internode_ll.cu:341 "
+        "'too many blocks in cooperative launch'"
+    )
+    assert (run(f"{fault}\n").failure_class, run(f"{launch}\n").failure_class) == (
+        C.CUDA_ERROR,
+        C.KERNEL_ERROR,
+    )
+
+
+def test_a_kv_transfer_for_a_request_its_client_aborted_is_no_failure_while_serving_goes_on():
+    batch = (
+        "[2026-02-24 15:58:{s} TP0] Prefill batch, #new-seq: 1, #new-token: 2201, #cached-token: "
+        "0, #token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0"
+    )
+    failed = (
+        "[2026-02-24 15:58:49 TP0] Prefill transfer failed for request rank=0 req.rid='e04c7d9a' "
+        "req.bootstrap_room=2991847561200384117 with exception "
+        "KVTransferError(bootstrap_room=2991847561200384117): {why}"
+    )
+    log = f"{batch.format(s=40)}\n{failed}\n{batch.format(s=52)}\n"
+    assert run(log.format(why="Aborted by AbortReq.")).failure_class is C.NONE
+    lost = run(log.format(why="Failed to get kvcache from decode instance"))
+    assert lost.failure_class is C.DISTRIBUTED_INIT
+
+
+@pytest.mark.parametrize("size", ["tp_size", "attn_tp_size", "moe_ep_size"])
+def test_a_models_assert_that_its_heads_split_by_a_parallel_size_rejects_that_size(size):
+    source = f"assert self.total_num_heads % {size} == 0"
+    text = f"""[2026-09-30 20:11:07 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/models/qwen3.py", line 166, in __init__
+    {source}
+AssertionError
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, source)
+
+
+HUB_CHAIN = """Traceback (most recent call last):
+  File "/venv/lib/python3.10/site-packages/huggingface_hub/utils/_validators.py", line 154, in validate_repo_id
+    raise HFValidationError(
+{validation}
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/venv/lib/python3.10/site-packages/transformers/utils/hub.py", line 517, in cached_files
+    raise OSError(f"Incorrect path_or_model_id: '{{path_or_repo_id}}'. Please provide either the path to a local folder or the repo_id of a model on the Hub.") from e
+{summary}
+"""
+HF_VALIDATION = (
+    "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+    "'namespace/repo_name': '/mnt/models/Qwen2.5-14B-Instruct'. Use `repo_type` argument if needed."
+)
+INCORRECT_PATH = (
+    "OSError: Incorrect path_or_model_id: '/mnt/models/Qwen2.5-14B-Instruct'. Please provide "
+    "either the path to a local folder or the repo_id of a model on the Hub."
+)
+
+
+def test_transformers_summary_of_a_path_the_hub_rejected_is_the_root():
+    result = run(HUB_CHAIN.format(validation=HF_VALIDATION, summary=INCORRECT_PATH))
+    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, INCORRECT_PATH)
+
+
+def test_a_supervisors_relaunch_that_serves_says_nothing_of_the_run_that_failed():
+    failed = HUB_CHAIN.format(validation=HF_VALIDATION, summary=INCORRECT_PATH)
+    relaunch = (
+        "[2025-10-06 06:41:36] server_args=ServerArgs(model_path='/mnt/models/Qwen2.5-14B-Instruct')\n"
+        "[2025-10-06 06:42:46] INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n"
+        "[2025-10-06 06:42:48] The server is fired up and ready to roll!\n"
+    )
+    result = run(failed + relaunch)
+    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, INCORRECT_PATH)
+    # served on in the same run: the condition's first sign is the root (retract, then abort)
+    retract = (
+        "[2026-02-08 18:02:43 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 2, "
+        "#new_tokens_gained: 3120, #new_token_ratio: 0.4000 -> 0.7000"
+    )
+    aborted = (
+        "[2026-02-08 18:02:51 TP0] Out of memory even after retracting all other requests in "
+        "the decode batch. Aborting the last request."
+    )
+    batch = (
+        "[2026-02-08 18:02:55 TP0] Decode batch, #running-req: 3, #token: 9120, token usage: "
+        "0.42, cuda graph: True, gen throughput (token/s): 311.80, #queue-req: 0"
+    )
+    served_on = run(f"{retract}\n{aborted}\n{batch}\n")
+    assert (served_on.failure_class, served_on.root_cause_line) == (C.KV_POOL_EXHAUSTED, retract)

@@ -416,6 +416,8 @@ def test_foreign_wrappers_are_peeled_off():
             "1772359202500000",
         ),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
+        # stern following a Deployment's pods: the pod, then the container
+        ("sglang-qwen-5f7c9d8b4-2xkqp sglang [2026-03-01 10:00:02 TP1] Load weight begin.", None),
         # nested: kubectl over a Ray worker over Slurm, the innermost timestamp kept
         (
             "2026-03-01T10:00:09Z [pod/r-0/w] (RayWorker pid=9) 0: 2026-03-01T10:00:02.5Z "
@@ -432,6 +434,7 @@ def test_foreign_wrappers_are_peeled_off():
         "datadog",
         "journal-json",
         "slurm",
+        "stern",
         "nested",
     ],
 )
