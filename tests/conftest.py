@@ -40,6 +40,23 @@ def pytest_addoption(parser) -> None:
     )
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`./dev test` runs on two pytest-xdist workers with ``--dist loadgroup``: the real
+    SGLang's tests (tests/e2e/) all on one, one SGLang at a time as their timings assume,
+    the rest spread over both. Grouped by path here: xdist's own ``xdist_group`` mark does
+    not reach pytest 9.2's node ids."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SGLangTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+    return SGLangTogether(config, log)
+
+
 def wait(predicate, timeout_s: float, what: str, poll_s: float = 0.25):
     """Poll ``predicate`` until it returns something true (returned), or fail naming what
     was awaited."""

@@ -23,7 +23,8 @@ from tests.conftest import free_port
 
 
 def pytest_collection_modifyitems(items) -> None:
-    """Everything here runs the real SGLang: `-m "not sglang"` gives the quick suite."""
+    """Everything here runs the real SGLang: `-m "not sglang"` gives the quick suite. Under
+    `./dev test`'s two workers these tests share one (tests/conftest.py's scheduler)."""
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.fspath).parents:
