@@ -71,6 +71,11 @@ LABELLED_SETS = {
     "heldout43": DATA / "heldout43",
     "heldout44": DATA / "heldout44",
     "heldout45": DATA / "heldout45",
+    "heldout46": DATA / "heldout46",
+    "heldout47": DATA / "heldout47",
+    "heldout48": DATA / "heldout48",
+    "heldout49": DATA / "heldout49",
+    "heldout50": DATA / "heldout50",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -52,8 +52,8 @@ def by_error_lines(attempt: Reading) -> Verdict | None:
         if not reports_error(attempt.ordered[i].message):
             continue  # worded, not an error by its form: layer 3 read it
         is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
-        if is_teardown and i > min(attempt.stopped_at, interrupted):
-            continue  # a clean stop tears down too
+        if is_teardown and (i > attempt.stopped_at or i >= interrupted):
+            continue  # a clean stop tears down too (on a Ctrl-C's own line, "^C[...] ...")
         if not is_teardown:
             return Verdict(
                 FailureClass.OTHER,

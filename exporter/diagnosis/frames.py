@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from exporter.logs.lines import LogLine
-from exporter.logs.tracebacks import TRACEBACK_START
+from exporter.logs.tracebacks import DIRECT_CAUSE, EXCEPTION_LINE, HANDLED, TRACEBACK_START
 
 # Python's frame, or IPython's ("File /x.py:12, in f(a)")
 _FRAME = re.compile(
@@ -95,6 +95,34 @@ def frames_before(ordered: Sequence[LogLine], position: int) -> list[Frame]:
         if frame is not None:
             frames.append(frame)
     frames.reverse()
+    return frames
+
+
+def chained_frames(ordered: Sequence[LogLine], position: int) -> list[Frame]:
+    """The frames of the tracebacks chained after the exception at ``position`` ("During
+    handling of the above exception ...", "The above exception was the direct cause ..."),
+    outermost chain first: the code the failure went on through (a download's, a loader's)."""
+    frames: list[Frame] = []
+    i = position + 1
+    while i < len(ordered) and i - position <= LOOKBACK:
+        message = ordered[i].message
+        if not message:
+            i += 1
+            continue
+        if not message.startswith((HANDLED, DIRECT_CAUSE)):
+            break
+        end = next(
+            (
+                j
+                for j in range(i + 1, min(len(ordered), i + LOOKBACK))
+                if EXCEPTION_LINE.match(ordered[j].message)
+            ),
+            None,
+        )
+        if end is None:
+            break
+        frames += frames_before(ordered, end)
+        i = end + 1
     return frames
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from exporter.diagnosis.endings import by_error_lines, by_progress, by_restart
-from exporter.diagnosis.frames import frames_before, is_frame_text
+from exporter.diagnosis.frames import chained_frames, frames_before, is_frame_text
 from exporter.diagnosis.order import stamped_no_later
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.placement import where_oom
@@ -190,7 +190,11 @@ def _by_exception(attempt: Reading, position: int) -> list[Verdict]:
         confidence = Confidence.MEDIUM if family.specific else Confidence.LOW
         score = _EXCEPTION_SCORE + (1 if family.specific else -1)
         verdicts.append(Verdict(failure_class, root, "exception", family.name, confidence, score))
-    rule = by_origin(frames_before(ordered, position), exception_type)
+    # The exception's own frames first, then those of the tracebacks chained after it (a
+    # socket's timeout that the download going on through the hub's code re-raised).
+    rule = by_origin(frames_before(ordered, position), exception_type) or by_origin(
+        chained_frames(ordered, position), exception_type
+    )
     if rule is not None:
         verdict = Verdict(
             rule.failure_class, root, "exception", rule.name, Confidence.MEDIUM, _EXCEPTION_SCORE

@@ -89,6 +89,7 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
             ":_from_pretrained",
             "hf_transformers_utils",
             "huggingface_hub",
+            "modelscope",  # SGLANG_USE_MODELSCOPE's hub
             "safetensors",
         ),
     ),

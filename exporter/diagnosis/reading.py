@@ -29,7 +29,7 @@ from exporter.diagnosis.verdict import Outcome
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
-from exporter.logs.tracebacks import DIRECT_CAUSE, EXCEPTION_LINE, HANDLED
+from exporter.logs.tracebacks import DIRECT_CAUSE, EXCEPTION_LINE, HANDLED, PY_WARNING
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 # IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
@@ -43,11 +43,13 @@ CARETS = re.compile(r"^[\s^~]+$")
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
 _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
+_CUDA_INIT_WARNING = "UserWarning: CUDA initialization: "
+_CUDA_INIT_WORDS = 30  # of the exception's message, found in the warning
+_CUDA_INIT_SPAN = 300  # lines from the warning (at import) to the exception (at first use)
 _OWN_EXIT_CODE = re.compile(r"^Exit code: \d+$")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
-PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 IGNORED_ERRORS = ("Ignore import error when loading",)
 # An import that failed inside ``try``: its handler took a fallback, and when what the
 # handler then raised ("During handling of the above exception ...") is decisive and of
@@ -170,7 +172,11 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     sigterms = (p for p, e in steps if e.kind is EventKind.SIGTERM_RECEIVED)
     stopped_at = next(sigterms, len(ordered))
     skip = {e.line.number for e in events if e.kind in _NO_SIGNATURE_HERE}
-    hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at)
+    # The operator's Ctrl-C, by the file's own order (a newest-first export or another
+    # node's log merged by time would move what was typed after the log into it).
+    interrupted = interrupted_at(lines)
+    typed_at = lines[interrupted].number if interrupted < len(lines) else None
+    hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at, typed_at)
     recovered = frozenset(h.position for h in hits if _recovered_from(h, runs))
     hits = [h for h in hits if h.position not in recovered]
     return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered)
@@ -313,13 +319,16 @@ def _asserts_bare(ordered: Sequence[LogLine], position: int) -> bool:
     return following < len(ordered) and ordered[following].message == "AssertionError"
 
 
-def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int) -> list[Hit]:
+def _drop_expected(
+    hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int, interrupted: int | None
+) -> list[Hit]:
     """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
     loading ...`` and the text it quotes on the next line), an import whose handler took
     a fallback that failed for a reason of its own, a scheduler SGLang found dead that
-    exited by itself (its own error is above), and after a graceful SIGTERM weak
+    exited by itself (its own error is above), after a graceful SIGTERM weak
     signs such as a shell's ``Killed`` (SGLang ends even a clean drain with SIGKILL) and the
-    process group torn down (``_after_a_stop``)."""
+    process group torn down (``_after_a_stop``), and weak signs after the operator's Ctrl-C
+    (``interrupted``: its line's number in the file)."""
     ignored = {
         h.position
         for h in hits
@@ -341,6 +350,11 @@ def _drop_expected(hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int)
         for h in hits
         if h.position not in ignored
         and not (h.position > stopped_at and _after_a_stop(h.signature))
+        and not (
+            interrupted is not None
+            and ordered[h.position].number > interrupted
+            and h.signature.priority < DECISIVE
+        )
         and not (h.signature.name == "scheduler_died" and _exited_by_itself(ordered, h.position))
     ]
 
@@ -435,6 +449,21 @@ def compiler_cause(ordered: Sequence[LogLine], root: int) -> int:
         if ordered[i].message.startswith(DIRECT_CAUSE):
             before = (j for j in range(i - 1, max(-1, i - 4), -1) if is_exception(ordered[j]))
             return next(before, root)
+    return root
+
+
+def cuda_init_warning(ordered: Sequence[LogLine], root: int) -> int:
+    """torch warns when its CUDA initialization fails ("UserWarning: CUDA initialization:
+    Found no NVIDIA driver on your system ..."), then raises the same words when CUDA is
+    used: the warning is where it failed first."""
+    match = EXCEPTION_LINE.match(ordered[root].message)
+    said = (match.group("message") or "")[:_CUDA_INIT_WORDS] if match else ""
+    if len(said) < _CUDA_INIT_WORDS:
+        return root
+    for i in range(max(0, root - _CUDA_INIT_SPAN), root):
+        text = ordered[i].message
+        if _CUDA_INIT_WARNING in text and said in text and not reporters_words(ordered[i]):
+            return i
     return root
 
 

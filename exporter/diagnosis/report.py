@@ -15,7 +15,7 @@ from exporter.diagnosis.frames import is_frame_text
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.lines import LogLine
 from exporter.logs.literals import KILLED_TRANSLATED_WORDS
-from exporter.logs.tracebacks import EXCEPTION_LINE
+from exporter.logs.tracebacks import EXCEPTION_LINE, PY_WARNING
 
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
 # What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
@@ -136,12 +136,14 @@ def _prose_above_the_log(lines: Sequence[LogLine]) -> set[int]:
 
 def _sentences(message: str) -> bool:
     """Prose: many words, most of them words of a language, ending as a sentence does, and
-    not opening as a program's error record does ("Error starting router: ...")."""
+    not opening as a program's error record does ("Error starting router: ...") nor a Python
+    warning's line."""
     words = message.split()
     plain = sum(1 for word in words if _PLAIN_WORD.fullmatch(word))
     return (
         len(words) >= _PROSE_WORDS
         and _RECORD_OPENING.match(message) is None
+        and PY_WARNING.search(message) is None  # a library's warning says sentences too
         and plain >= _PROSE_SHARE * len(words)
         and _SENTENCE_END.search(message) is not None
     )

@@ -448,6 +448,15 @@ SIGNATURES: tuple[Signature, ...] = (
         95,
     ),
     sig(
+        # FlashInfer's own check (its FLASHINFER_ERROR macro) failing inside a kernel's
+        # dispatch: "Error in function 'BatchPrefill...' at .../flashinfer/attention/...cuh:N"
+        "flashinfer_check",
+        C.KERNEL_ERROR,
+        "Error in function '",
+        r"Error in function '\w+' at \S*flashinfer\S*:\d+",
+        90,
+    ),
+    sig(
         "jit_toolchain",
         C.KERNEL_ERROR,
         "CalledProcessError",
@@ -717,10 +726,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # operator's script): who killed it, above SGLang noticing and the shell's "Killed".
         "process_killed_by",
         C.KILLED_BY_SIGNAL,
-        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid", "SIGKILL to process"),
+        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid", " to process "),
         # ... and earlyoom's, the userspace OOM killer Fedora enables by default
         r"\b(?:[Kk]illing|[Kk]illed|SIGKILL(?:ed)?|SIGKILL to) pid[= ]?\d+"
-        r"|sending SIGKILL to process \d+",
+        r"|sending SIG(?:KILL|TERM) to process \d+",
         57,
     ),
     sig(
@@ -775,11 +784,16 @@ SIGNATURES: tuple[Signature, ...] = (
             "preempted",
             "Preempted by pod",
             "was low on resource",
+            "job killed: walltime",
+            "DeadlineExceeded",
+            "maximum execution time",
         ),
-        # ... and the kubelet's eviction, in the pod's status message or its events
+        # ... and the kubelet's eviction, in the pod's status message or its events; the time
+        # limits of PBS, of a Kubernetes Job (activeDeadlineSeconds) and of a CI runner
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
-        r"|The node was low on resource",
+        r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
+        r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(
@@ -802,11 +816,14 @@ SIGNATURES: tuple[Signature, ...] = (
             "running low on memory",
             "by the OOM killer",
             "'oom-kill'",
+            "container oom ",
         ),
-        # (the kernel's, or its memory cgroup's: "Memory cgroup out of memory: Killed process")
+        # (the kernel's, or its memory cgroup's: "Memory cgroup out of memory: Killed process";
+        # `docker events`' "container oom <id>")
         r"(?i:out of memory): Killed process|\bOOMKilled\b"
         r"|killed due to memory pressure|was killed due to the node running low on memory"
-        r"|has been killed by the OOM killer|Failed with result 'oom-kill'",
+        r"|has been killed by the OOM killer|Failed with result 'oom-kill'"
+        r"|\bcontainer oom [0-9a-f]{12,64}\b",
         # The kernel's OOM killer (as dmesg or systemd reports it), or Ray's memory monitor
         # (the raylet's "... Workers (tasks / actors) killed due to memory pressure (OOM)", the
         # driver's "Task was killed due to the node running low on memory"): host memory,

@@ -20,6 +20,8 @@ TRACEBACK_START = "Traceback (most recent call last):"
 # another, or one raised from another
 HANDLED = "During handling of the above exception"
 DIRECT_CAUSE = "The above exception was the direct cause"
+# warnings.warn's line: "/path/torch/cuda/__init__.py:182: UserWarning: CUDA initialization: ..."
+PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")
 _CHAIN_MARKERS = (
     f"{HANDLED}, another exception occurred",
     f"{DIRECT_CAUSE} of the following exception",

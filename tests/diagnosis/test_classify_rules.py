@@ -898,6 +898,7 @@ def test_a_program_that_says_it_killed_the_server_is_the_root_of_the_kill():
         "Nov 25 17:00:04 lab-a6000 gpu-reaper[771990]: killing pid 771204 (python3 -m sglang.launch_server --tp 8)",
         # earlyoom, the userspace OOM killer
         'Nov 25 17:00:04 lab-a6000 earlyoom[1043]: sending SIGKILL to process 771204 uid 1000 "python": badness 912',
+        'Nov 25 17:00:04 lab-a6000 earlyoom[1043]: sending SIGTERM to process 771204 uid 1000 "python": badness 912',
     ):
         result = run(f"{crashed}\nKilled\n$ journalctl -t gpu-reaper\n{said}\n")
         assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, said)
@@ -1365,3 +1366,105 @@ def test_a_supervisors_relaunch_that_serves_says_nothing_of_the_run_that_failed(
     )
     served_on = run(f"{retract}\n{aborted}\n{batch}\n")
     assert (served_on.failure_class, served_on.root_cause_line) == (C.KV_POOL_EXHAUSTED, retract)
+
+
+def test_torchs_warning_that_cuda_failed_to_initialize_is_the_root_of_the_error_repeating_it():
+    warning = (
+        "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:174: UserWarning: CUDA "
+        "initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+        "functions before calling NumCudaDevices() that might have already set an error? Error "
+        "802: system not yet initialized"
+    )
+    error = (
+        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+        "before calling NumCudaDevices() that might have already set an error? Error 802: system "
+        "not yet initialized"
+    )
+    text = f"""{warning}
+  return torch._C._cuda_getDeviceCount() > 0
+[2026-02-02 10:00:01] server_args=ServerArgs(model_path='Qwen/Qwen3-8B')
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py", line 372, in _lazy_init
+    torch._C._cuda_init()
+{error}
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, warning)
+    assert run(text.replace(warning, "")).root_cause_line == error  # no warning: the error
+
+
+def test_flashinfers_own_check_failing_in_a_kernels_dispatch_is_a_kernel_error():
+    error = (
+        "RuntimeError: Error in function 'BatchPrefillWithPagedKVCacheDispatched' at "
+        "/workspace/include/flashinfer/attention/prefill.cuh:2335: FlashInfer Internal Error: "
+        "Invalid configuration : NUM_MMA_Q=1 NUM_MMA_D_QK=32 NUM_MMA_D_VO=32 NUM_MMA_KV=1"
+    )
+    text = f"[2026-03-11 12:04:52] Scheduler hit an exception: Traceback (most recent call last):\n...\n{error}\n"
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, error)
+
+
+@pytest.mark.parametrize(
+    "hub",
+    [
+        "/opt/venv/lib/python3.11/site-packages/huggingface_hub/file_download.py",
+        "/opt/venv/lib/python3.11/site-packages/modelscope/hub/file_download.py",
+    ],
+)
+def test_a_network_error_the_models_download_went_on_through_is_a_model_load_error(hub):
+    timeout = (
+        "urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='cas-bridge.xethub.hf.co', "
+        "port=443): Read timed out."
+    )
+    text = f"""Traceback (most recent call last):
+  File "/opt/venv/lib/python3.11/site-packages/urllib3/response.py", line 748, in _error_catcher
+    yield
+{timeout}
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "{hub}", line 1722, in _download_to_tmp_and_move
+    http_get(
+  File "/opt/venv/lib/python3.11/site-packages/requests/models.py", line 822, in generate
+    raise ConnectionError(e)
+requests.exceptions.ConnectionError: HTTPSConnectionPool(host='cas-bridge.xethub.hf.co', port=443): Read timed out.
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.MODEL_LOAD_ERROR, timeout)
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        "=>> PBS: job killed: walltime 28836 exceeded limit 28800",
+        "Warning  DeadlineExceeded  12m   job-controller  Job was active longer than specified deadline",
+        "2026-04-14T09:48:40.1025339Z ##[error]The job running on runner h100-runner-2 has exceeded "
+        "the maximum execution time of 60 minutes.",
+    ],
+)
+def test_a_job_schedulers_time_limit_kills_the_server_from_outside(limit):
+    progress = "[2026-04-14 09:40:02 TP0] Load weight begin. avail mem=78.50 GB"
+    result = run(f"{progress}\n{limit}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, limit)
+
+
+def test_a_ctrl_c_echoed_onto_the_next_line_stops_a_stuck_start():
+    last = "[2026-09-02 22:14:09 TP3] Init parallel begin."
+    text = f"""[2026-09-02 22:14:08 TP0] Init parallel begin.
+{last}
+^C[2026-09-02 22:54:31] Received sigquit from a child process. It usually means the child failed.
+Killed
+"""
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, last)
+
+
+def test_docker_events_container_oom_is_the_kill():
+    oom = (
+        "2025-07-08T15:21:05.418227610Z container oom 9c1de7f03b2a55e0c4a1a87f3b9fa7b53ff8aa2c0f36a0b1e1b3a0fd4b4f9e6d "
+        "(image=lmsysorg/sglang:v0.4.6.post5-cu124, name=sglang-vl)"
+    )
+    text = f"$ docker ps -a\nExited (137) 6 minutes ago\n$ docker events --since 1h\n{oom}\n"
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, oom)
