@@ -21,7 +21,7 @@ _FRAME = re.compile(
 )
 _FRAME_HEAD = re.compile(r'^File "(?P<path>[^"]+)",?$')  # the path, wrapped before "line N"
 _FRAME_TAIL = re.compile(r"^line \d+,? in (?P<func>\S+)")
-_CHAIN_OR_START = ("During handling", "The above")
+_CHAIN_OR_START = (HANDLED, DIRECT_CAUSE)
 LOOKBACK = 400  # lines searched above an exception for its frames
 # Frames that only pass a call along: the code that raised is further out.
 _PASS_THROUGH = (

@@ -29,7 +29,7 @@ from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
 
 # The kernel's report of what SGLang then failed for, logged first: a GPU fault under a CUDA
-# error, an OOM kill under a scheduler SGLang found dead (or any kill it shows).
+# error, an OOM kill under the death SGLang noticed.
 _KERNEL_REPORTS = {
     FailureClass.CUDA_ERROR: frozenset({"gpu_xid"}),
     FailureClass.KILLED_BY_SIGNAL: frozenset({"host_oom_killer"}),
