@@ -14,7 +14,6 @@ from exporter.diagnosis.reading import (
     SERVING,
     Reading,
     ended_on_purpose,
-    interrupted_at,
     is_exception,
     last_meaningful,
 )
@@ -47,12 +46,11 @@ def by_error_lines(attempt: Reading) -> Verdict | None:
     if cut is not None:
         return cut
     teardown = None
-    interrupted = interrupted_at(attempt.ordered)
     for i in attempt.failure_lines:
         if not reports_error(attempt.ordered[i].message):
             continue  # worded, not an error by its form: layer 3 read it
         is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
-        if is_teardown and (i > attempt.stopped_at or i >= interrupted):
+        if is_teardown and (i > attempt.stopped_at or i >= attempt.interrupted):
             continue  # a clean stop tears down too (on a Ctrl-C's own line, "^C[...] ...")
         if not is_teardown:
             return Verdict(
@@ -156,7 +154,7 @@ def by_progress(attempt: Reading) -> Verdict:
     """A log that stops mid-startup with no error: nothing more was ever printed (an
     in-process Engine, which never says it is serving, shutting down is no stop)."""
     reached = {event.kind for _, event in attempt.steps}
-    last = last_meaningful(attempt.ordered[: interrupted_at(attempt.ordered)])
+    last = last_meaningful(attempt.ordered[: attempt.interrupted])
     if (
         attempt.outcome.exit_code is None
         and reached

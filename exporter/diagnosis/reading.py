@@ -133,6 +133,11 @@ class Reading:
         return _serves_after(self.runs, position)
 
     @cached_property
+    def interrupted(self) -> int:
+        """Where the operator's Ctrl-C stopped the process (``interrupted_at``), or the end."""
+        return interrupted_at(self.ordered)
+
+    @cached_property
     def failure_lines(self) -> list[int]:
         """Positions of the lines that say something failed (vocabulary.says_failed), outside
         traceback frames and the code lines printed under them, and not a Ctrl-C's traceback;
@@ -362,8 +367,8 @@ def _drop_expected(
 def _exited_by_itself(ordered: Sequence[LogLine], position: int) -> bool:
     """SGLang's "scheduler is dead", then the dead process's exit code on the next line: a
     status of 0 or more is an exit of its own (a Python error's 1), a negative one a signal."""
-    following = ordered[position + 1 : position + 2]
-    return any(_OWN_EXIT_CODE.search(line.message) for line in following)
+    following = position + 1
+    return following < len(ordered) and _OWN_EXIT_CODE.match(ordered[following].message) is not None
 
 
 def _after_a_stop(signature: Signature) -> bool:
