@@ -69,6 +69,10 @@ _LAUNCH_ERRORS = (
     "too many blocks|invalid configuration argument|too many resources requested"
     "|no kernel image|invalid device function"
 )
+# A CANN coded line whose reason is memory ("EL0004: Failed to allocate memory.").
+_CANN_MEMORY = (
+    r".*(?i:out of memory|failed to (?:m?alloc|allocate)|alloc\w* (?:\w+ )?memory (?:\w+ )?fail)"
+)
 # Below this priority a signature names a condition or a consequence; a Python exception of
 # its own (judged by its frames and wording) says more about the cause.
 DECISIVE = 50
@@ -171,6 +175,16 @@ SIGNATURES: tuple[Signature, ...] = (
         C.RUNTIME_OOM,
         ("failed with error out of memory", "cudaErrorMemoryAllocation"),
         r"failed with error (?:code )?out of memory|cudaErrorMemoryAllocation",
+        86,
+        OOM,
+    ),
+    sig(
+        # Ascend's error manager (CANN) saying the device is out of memory, by its code
+        # ("EL0004: [PID: N] ... Failed to allocate memory."); see the module codes below
+        "cann_out_of_memory",
+        C.RUNTIME_OOM,
+        ("memory", "Memory"),
+        rf"(?:^|detail:)E[A-Z]\d{{4}}: {_CANN_MEMORY}",
         86,
         OOM,
     ),
@@ -496,14 +510,45 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|cudaError(?!MemoryAllocation)",
         80,
     ),
+    # Ascend's runtime (CANN) reports a failure by code, under torch_npu's "... error code is
+    # N" or its "ERRnnnnn ... api failed" header, and says why on the coded line: the code's
+    # letters name the module (EZ the operators: a kernel's own checks, an AI Core exception;
+    # EI and EJ collective communication, HCCL and HCCP). "EZ9999: Inner Error!" opens the
+    # report it heads. A coded line that says the device ran out of memory is an OOM (above).
+    sig(
+        "cann_operator_error",
+        C.KERNEL_ERROR,
+        "EZ",
+        rf"(?:^|detail:)EZ\d{{4}}: (?!{_CANN_MEMORY})",
+        91,
+    ),
+    sig(
+        "cann_collective_timeout",
+        C.HANG_TIMEOUT,
+        ("EI", "EJ"),
+        rf"(?:^|detail:)E[IJ]\d{{4}}: (?!{_CANN_MEMORY}).*\btime[sd]? out\b",
+        91,
+        Resolve.COLLECTIVE_TIMEOUT,
+    ),
+    sig(
+        "cann_collective_error",
+        C.DISTRIBUTED_INIT,
+        ("EI", "EJ"),
+        rf"(?:^|detail:)E[IJ]\d{{4}}: (?!{_CANN_MEMORY})",
+        90,
+    ),
     sig(
         # The kernel driver's report of a GPU fault (dmesg, a journal that merges the
-        # kernel's messages): an Xid, a GPU lost from the bus. As decisive as the CUDA error
+        # kernel's messages): an Xid, a GPU lost from the bus; the other vendors' drivers in
+        # their words (amdgpu, Intel's xe and i915, Habana's). As decisive as the device error
         # it causes, so the earlier of the two is the root.
         "gpu_xid",
         C.CUDA_ERROR,
-        ("NVRM: Xid", "fallen off the bus"),
-        r"NVRM: Xid \(|GPU has fallen off the bus",
+        ("NVRM: Xid", "fallen off the bus", "amdgpu", "[drm]", "habanalabs"),
+        r"NVRM: Xid \(|GPU has fallen off the bus"
+        r"|amdgpu: (?:ring \w+ timeout|\[gfxhub\] page fault|GPU reset begin)|amdgpu_job_timedout"
+        r"|\b(?:xe|i915) \S+: \[drm\] (?:\w+: )?(?:Engine reset|GPU HANG)"
+        r"|habanalabs \w+: Device critical error",
         80,
     ),
     sig(

@@ -237,7 +237,9 @@ FAMILIES: tuple[Family, ...] = (
 
 # An error record by its opening: a level, a glog "E" line, a program's "name: error:".
 _ERROR_OPENING = re.compile(
-    r"(?:ERROR|CRITICAL|FATAL)\b|E\d{4} \d\d:\d\d:\d\d|what\(\):|(?:Error|error|Fatal|fatal)"
+    # glog's error records; Ascend's error manager (CANN), its module and code first
+    r"(?:ERROR|CRITICAL|FATAL)\b|E\d{4} \d\d:\d\d:\d\d|E[A-Z]\d{4}: |what\(\):"
+    r"|(?:Error|error|Fatal|fatal)"
     r"(?:\[[\w-]+\])?: |[\w.-]+: (?:error|fatal)\b|panic: "
     r"|(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
 )

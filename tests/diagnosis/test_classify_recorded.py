@@ -83,18 +83,19 @@ HELDOUT_SETS = (
 # targets after the families their misses showed. heldout43 (crash loops, 40 logs) read 36/33
 # blind; its root lines are still short of the target (which run's line, which of c10d's).
 # heldout48 (other accelerators) and heldout50 (quiet endings), 40 logs each, read 34/31 and
-# 33/29 blind: Ascend's, Gaudi's and XPU's vocabularies, and quiet endings' root lines.
+# 33/29 blind: Ascend's, Gaudi's and XPU's vocabularies, and quiet endings' root lines
+# (heldout48 37/36 after Ascend's coded reports and the other vendors' kernel drivers).
 FLOORS = {
     "heldout9": (35, 38),
     "heldout18": (37, 38),
     "heldout20": (37, 40),
     "heldout25": (38, 35),
     "heldout27": (40, 33),
-    "heldout31": (39, 33),
+    "heldout31": (39, 34),
     "heldout32": (39, 34),
     "heldout34": (37, 31),
     "heldout43": (38, 35),
-    "heldout48": (34, 31),
+    "heldout48": (37, 36),
     "heldout50": (39, 34),
 }
 RECORDED_LABELS = [

@@ -462,6 +462,68 @@ def test_the_kernels_gpu_fault_above_the_cuda_error_it_caused_is_the_root():
     assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, cuda)
 
 
+@pytest.mark.parametrize(
+    "report",
+    [
+        "[Tue Mar  4 17:52:31 2026] amdgpu 0000:9e:00.0: amdgpu: ring sdma0 timeout, signaled "
+        "seq=1183112, emitted seq=1183114",
+        "Oct 30 23:05:19 arc-ws kernel: xe 0000:03:00.0: [drm] GT0: Engine reset: "
+        "engine_class=ccs, logical_mask: 0x1, guc_id=6",
+        "[Fri Jun 13 02:41:09 2025] habanalabs hl3: Device critical error (DEVICE_CRITICAL_ERROR):"
+        " HBM ECC double-bit error on HBM 2",
+    ],
+)
+def test_other_vendors_drivers_report_a_device_fault_as_nvidias_xid_does(report):
+    opaque = "RuntimeError: synStatus 26 [Generic failure]."
+    result = run(f"{report}\n{opaque}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, report)
+    # the same drivers' routine words are no fault
+    routine = (
+        "[Tue Mar  4 17:50:02 2026] amdgpu 0000:9e:00.0: amdgpu: SMU is initialized successfully!"
+    )
+    assert run(f"{routine}\n{opaque}\n").failure_class is C.OTHER
+
+
+ASCEND_SERVING = (
+    "[2026-01-27 03:18:09 TP0] Decode batch, #running-req: 12, #token: 40013, token usage: 0.03,"
+    " npu graph: True, gen throughput (token/s): 388.60, #queue-req: 0\n"
+)
+ASCEND_HEADER = "[ERROR] 2026-01-27-03:48:12 (PID:26114, Device:0, RankID:-1) ERR02200 DIST call hccl api failed."
+
+
+def test_ascends_coded_line_says_why_torch_npu_failed_by_its_module():
+    hccp = "EJ0001: [PID: 7766] 2026-04-02-08:14:37.511.292 Failed to initialize the HCCP process."
+    wrapper = (
+        "RuntimeError: create:torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:2287 HCCL function"
+        " error: HcclCommInitRootInfoConfig(numRanks, &hcclID, rank, config), error code is 5"
+    )
+    result = run(f"{wrapper}\n{ASCEND_HEADER}\n{hccp}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, hccp)
+    operator = (
+        "EZ1001: [PID: 73310] 2026-02-12-11:04:27.912.445 When layout is BSH, the D of query must"
+        " be 64, 128, 192 or 256 in operator FusedInferAttentionScore, but got 80."
+    )
+    called = "RuntimeError: aclnnFusedInferAttentionScoreV3 call failed, please check!"
+    result = run(f"{ASCEND_HEADER.replace('DIST', 'OPS')}\n{operator}\n{called}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, operator)
+
+
+def test_ascends_collective_that_timed_out_hangs_once_serving_and_never_formed_before():
+    timeout = (
+        "EI0002: [PID: 26114] 2026-01-27-03:48:12.018.331 The wait execution of the Notify "
+        "register times out. Reason: no Notify record from remote rank [3]."
+    )
+    log = f"{ASCEND_HEADER}\n{timeout}\nRuntimeError: ACL stream synchronize failed, error code:107020\n"
+    result = run(ASCEND_SERVING + log)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, timeout)
+    assert run(log).failure_class is C.DISTRIBUTED_INIT
+    # a coded line whose reason is memory is the allocation's failure, not the module's
+    memory = log.replace("The wait execution", "Failed to allocate memory for the notify").replace(
+        "times out", "buffer"
+    )
+    assert run(ASCEND_SERVING + memory).failure_class is C.RUNTIME_OOM
+
+
 def test_a_weight_the_tp_split_leaves_off_the_quantization_block_is_an_invalid_argument():
     error = (
         "ValueError: The output_size of gate's and up's weight = 96 is not divisible by weight "
