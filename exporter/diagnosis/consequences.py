@@ -74,7 +74,7 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
         best.confidence is Confidence.HIGH
         or best.root is None
         or not _one_request(attempt.ordered, best.root)
-        or not attempt.serves_after(best.root)
+        or not (attempt.serves_after(best.root) or _answered_before_a_stop(attempt, best.root))
     ):
         return verdicts
     named = (
@@ -82,6 +82,17 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
     )
     healthy = next(v for v in verdicts if v.failure_class is FailureClass.NONE)
     return [next(named, healthy), *verdicts]
+
+
+def _answered_before_a_stop(attempt: Reading, root: int) -> bool:
+    """A client's error reply pasted below a log that the operator then stopped: it was
+    answered while the server served, which it did until the stop."""
+    stop = min(attempt.stopped_at, attempt.interrupted)
+    return (
+        root > stop
+        and _REFUSED.search(attempt.ordered[root].message) is not None
+        and attempt.served_before(stop)
+    )
 
 
 def _one_request(ordered: Sequence[LogLine], root: int) -> bool:

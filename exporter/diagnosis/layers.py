@@ -26,7 +26,7 @@ from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
 from exporter.diagnosis.vocabulary import Family, family_of
 from exporter.logs.lines import LogLine
-from exporter.logs.tracebacks import EXCEPTION_LINE, TRACEBACK_START
+from exporter.logs.tracebacks import RAISED_LINE, TRACEBACK_START
 
 # The kernel's report of what SGLang then failed for, logged first: a GPU fault under a CUDA
 # error, an OOM kill under the death SGLang noticed.
@@ -179,7 +179,7 @@ def _failed_allocation_below(attempt: Reading, hit: Hit) -> Verdict | None:
 
 def _by_exception(attempt: Reading, position: int) -> list[Verdict]:
     ordered = attempt.ordered
-    match = EXCEPTION_LINE.match(ordered[position].message)
+    match = RAISED_LINE.match(ordered[position].message)
     assert match is not None  # first_real_exception found it by this pattern
     exception_type, message = match.group("type"), match.group("message") or ""
     root = _earliest_statement(ordered, position, message)

@@ -76,6 +76,14 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
         except_types=_ARGUMENT_CHECKS,
     ),
     OriginRule(
+        # transformers' table of model types has no entry for the checkpoint's (a nested
+        # config's, where no ValueError wraps it): this transformers is older than the model
+        "model_type_unknown",
+        C.UNSUPPORTED_MODEL,
+        ("configuration_auto.py:__getitem__",),
+        ("KeyError",),
+    ),
+    OriginRule(
         "model_loading",
         C.MODEL_LOAD_ERROR,
         (

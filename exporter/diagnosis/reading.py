@@ -29,7 +29,13 @@ from exporter.diagnosis.verdict import Outcome
 from exporter.diagnosis.vocabulary import says_failed
 from exporter.logs.events import Event, EventKind
 from exporter.logs.lines import LogLine
-from exporter.logs.tracebacks import DIRECT_CAUSE, EXCEPTION_LINE, HANDLED, PY_WARNING
+from exporter.logs.tracebacks import (
+    DIRECT_CAUSE,
+    EXCEPTION_LINE,
+    HANDLED,
+    PY_WARNING,
+    RAISED_LINE,
+)
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
 # IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
@@ -254,11 +260,11 @@ def interrupted_at(ordered: Sequence[LogLine]) -> int:
 
 def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
     for i, line in enumerate(ordered):
-        match = EXCEPTION_LINE.match(line.message)
+        match = RAISED_LINE.match(line.message)
         if match and match.group("type").rsplit(".", 1)[-1] not in CONSEQUENCE_EXCEPTIONS:
             if frames_before(ordered, i) or (i > 0 and "Traceback" in ordered[i - 1].message):
                 return i
-            if match.group("message"):
+            if match.group("message") and EXCEPTION_LINE.match(line.message):
                 return i
     return None
 

@@ -73,6 +73,9 @@ _LAUNCH_ERRORS = (
 _CANN_MEMORY = (
     r".*(?i:out of memory|failed to (?:m?alloc|allocate)|alloc\w* (?:\w+ )?memory (?:\w+ )?fail)"
 )
+# The AI Core (or its vector core) faulting as it ran a kernel: CANN's words for the device's
+# execution failing, not the operator's check.
+_AI_CORE_FAULT = r".*(?i:ai ?core (?:error|exception|execution)|aivec error|vector core exec)"
 # Below this priority a signature names a condition or a consequence; a Python exception of
 # its own (judged by its frames and wording) says more about the cause.
 DECISIVE = 50
@@ -512,14 +515,16 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # Ascend's runtime (CANN) reports a failure by code, under torch_npu's "... error code is
     # N" or its "ERRnnnnn ... api failed" header, and says why on the coded line: the code's
-    # letters name the module (EZ the operators: a kernel's own checks, an AI Core exception;
-    # EI and EJ collective communication, HCCL and HCCP). "EZ9999: Inner Error!" opens the
-    # report it heads. A coded line that says the device ran out of memory is an OOM (above).
+    # letters name the module (EZ the operators, EI and EJ collective communication, HCCL and
+    # HCCP). An operator's own check is a kernel error; the AI Core faulting while it ran is
+    # the device's, as an illegal memory access is CUDA's, and its report opens with "EZ9999:
+    # Inner Error!" before the line that says which: that one decides. A coded line that says
+    # the device ran out of memory is an OOM (above).
     sig(
         "cann_operator_error",
         C.KERNEL_ERROR,
         "EZ",
-        rf"(?:^|detail:)EZ\d{{4}}: (?!{_CANN_MEMORY})",
+        rf"detail:EZ\d{{4}}: |^EZ\d{{4}}: (?!Inner Error)(?!{_CANN_MEMORY})(?!{_AI_CORE_FAULT})",
         91,
     ),
     sig(

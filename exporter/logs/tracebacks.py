@@ -27,9 +27,16 @@ _CHAIN_MARKERS = (
     f"{DIRECT_CAUSE} of the following exception",
 )
 # "torch.OutOfMemoryError: CUDA out of memory..." / "KeyError: 'lm_head.weight'" / "AssertionError"
-EXCEPTION_LINE = re.compile(
-    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Timeout)"
-    r"|OutOfResources|KeyboardInterrupt|StopIteration))(?::\s?(?P<message>.*))?$"
+_EXCEPTION_TYPE = (
+    r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Timeout)"
+    r"|OutOfResources|KeyboardInterrupt|StopIteration)"
+)
+EXCEPTION_LINE = re.compile(rf"^(?P<type>{_EXCEPTION_TYPE})(?::\s?(?P<message>.*))?$")
+# Where a traceback's frames end, the line names the exception whatever its class is called
+# ("interegular.utils.simple_parser.NoMatch: ..."); elsewhere that shape is as often a
+# logger's name before its message.
+RAISED_LINE = re.compile(
+    rf"^(?P<type>{_EXCEPTION_TYPE}|(?:[a-z_]\w*\.)+[A-Z][A-Za-z]+(?=: ))(?::\s?(?P<message>.*))?$"
 )
 MAX_LINES = 500  # a traceback longer than this is kept whole in the log, cut here
 
@@ -89,7 +96,7 @@ class TracebackAssembler:
             tb.chained = True
             return
         else:
-            match = EXCEPTION_LINE.match(message)
+            match = RAISED_LINE.match(message)
             if match:
                 tb.exceptions.append((match.group("type"), match.group("message") or ""))
         if message and message != TRACEBACK_START:

@@ -350,6 +350,15 @@ def test_a_request_refused_for_its_own_fault_on_a_serving_server_is_no_failure()
     assert run(served + refused + served.splitlines()[1] + "\n").failure_class is C.NONE
     # Nothing served after it: the log does not show the server lived.
     assert run(served + refused).failure_class is C.OTHER
+    # ... unless the operator stopped it after: the reply, pasted below, came while it served
+    reply = (
+        'the client got: {"object":"error","message":"LoRA adapter a1 with rank 64 is '
+        'incompatible with the current LoRA memory pool configuration.","type":'
+        '"BadRequestError","param":null,"code":400}\n'
+    )
+    assert run(served + reply).failure_class is C.INVALID_ARGUMENT
+    stopped = "^C[2026-02-01 10:01:00] INFO:     Shutting down\n\n"
+    assert run(served + stopped + reply).failure_class is C.NONE
 
 
 def test_a_group_sglang_could_not_form_is_rooted_at_its_own_line_quoting_c10d():
@@ -508,6 +517,20 @@ def test_ascends_coded_line_says_why_torch_npu_failed_by_its_module():
     assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, operator)
 
 
+def test_ascends_ai_core_faulting_as_it_ran_is_the_devices_error_not_the_operators():
+    wrapper = (
+        "[2026-11-12 03:27:45 TP2] RuntimeError: ACL stream synchronize failed, error code:507014"
+    )
+    report = (
+        f"{ASCEND_HEADER.replace('DIST call hccl', 'PTA call acl')}\n"
+        "EZ9999: Inner Error!\n"
+        "EZ9999: [PID: 88102] 2026-11-12-03:27:45.120.004 The error from device(chipId:2, "
+        "dieId:0), serial number is 3, there is an aicore error, core id is 17\n"
+    )
+    result = run(ASCEND_SERVING + wrapper + "\n" + report)
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, wrapper)
+
+
 def test_ascends_collective_that_timed_out_hangs_once_serving_and_never_formed_before():
     timeout = (
         "EI0002: [PID: 26114] 2026-01-27-03:48:12.018.331 The wait execution of the Notify "
@@ -522,6 +545,29 @@ def test_ascends_collective_that_timed_out_hangs_once_serving_and_never_formed_b
         "times out", "buffer"
     )
     assert run(ASCEND_SERVING + memory).failure_class is C.RUNTIME_OOM
+
+
+def test_a_librarys_exception_by_any_other_name_is_the_exception_under_sglangs_teardown():
+    raised = (
+        "interegular.utils.simple_parser.NoMatch: Can not match at index 14. Got '?<', expected"
+        " any of ['(?:', '(?=', '(?!', '(?P<']"
+    )
+    log = TRACEBACK.format(
+        path="/x/interegular/utils/simple_parser.py", func="parse", exception=raised
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, raised)
+    # a logger's name and a message are no exception: nothing raised it
+    assert run("sglang.srt.Manager: started\n").failure_class is C.NONE
+
+
+def test_a_model_type_transformers_table_lacks_is_an_unsupported_model():
+    auto = "/x/transformers/models/auto/configuration_auto.py"
+    log = TRACEBACK.format(path=auto, func="__getitem__", exception="KeyError: 'ministral3'")
+    assert run(log).failure_class is C.UNSUPPORTED_MODEL
+    # a key missing elsewhere in the config's loading is the checkpoint's
+    log = TRACEBACK.format(path=auto, func="from_pretrained", exception="KeyError: 'ministral3'")
+    assert run(log).failure_class is C.MODEL_LOAD_ERROR
 
 
 def test_a_weight_the_tp_split_leaves_off_the_quantization_block_is_an_invalid_argument():
