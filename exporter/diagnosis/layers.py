@@ -155,6 +155,10 @@ def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[Failure
         counted = count is not None and int(count.group(1)) > _FIRST_COLLECTIVES
         worked = attempt.served_before(root) or counted
         return (FailureClass.HANG_TIMEOUT if worked else FailureClass.DISTRIBUTED_INIT), True
+    if signature.resolve is Resolve.NATIVE_MESSAGE:
+        family = family_of(attempt.ordered[root].message)
+        failure_class = signature.failure_class
+        return (_worded_class(family, attempt, root) if family else failure_class), True
     if signature.resolve is Resolve.NATIVE_CRASH:
         backtrace = " ".join(line.message for line in attempt.ordered[root : root + 30]).lower()
         nccl = "nccl" in backtrace

@@ -75,6 +75,14 @@ def stamped_no_later(first: LogLine, second: LogLine, lines: Sequence[LogLine]) 
     return None not in clocks and _seconds(clocks[0][1]) <= _seconds(clocks[1][1])
 
 
+def stamped_later(first: LogLine, second: LogLine, lines: Sequence[LogLine]) -> bool:
+    """Whether ``first`` was stamped after ``second`` by their writers' clocks; False where
+    either has none."""
+    year = _server_year(lines)
+    clocks = _clock(first, year), _clock(second, year)
+    return None not in clocks and _seconds(clocks[0][1]) > _seconds(clocks[1][1])
+
+
 def _server_year(lines: Sequence[LogLine]) -> str | None:
     """The year of SGLang's stamps: the kernel's syslog lines and glog's leave it out."""
     return next((line.timestamp[:4] for line in lines if line.timestamp is not None), None)

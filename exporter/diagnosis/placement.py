@@ -51,8 +51,12 @@ _RUNTIME_FRAMES = (
 _SERVING_ENGINE_FRAMES = ("update_weights_from", "resume_memory_occupation")
 _RUNTIME_CLASSES = {FailureClass.RUNTIME_OOM, FailureClass.KV_POOL_EXHAUSTED}
 # A forward pass through SGLang's model code, cut above the scheduler's frames: loading
-# weights and sizing the pools run no forward, so it was a batch (or a warmup's).
-_MODEL_FORWARD = re.compile(r"/sglang/srt/(?:models|layers)/\S+:forward\w*(?:\s|$)")
+# weights and sizing the pools run no forward, so it was a batch (or a warmup's). Computing
+# the logits and sampling from them happen only in one.
+_MODEL_FORWARD = re.compile(
+    r"/sglang/srt/(?:models|layers)/\S+:forward\w*(?:\s|$)"
+    r"|/sglang/srt/layers/(?:logits_processor|sampler)\.py:"
+)
 
 
 def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:

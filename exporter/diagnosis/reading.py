@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from exporter.diagnosis.frames import LOOKBACK, frame_at, frames_before, is_frame_text
-from exporter.diagnosis.order import in_time_order
+from exporter.diagnosis.order import in_time_order, stamped_later
 from exporter.diagnosis.report import (
     after_the_log,
     pasted_around,
@@ -57,6 +57,9 @@ _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a ch
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
 IGNORED_ERRORS = ("Ignore import error when loading",)
+# Python's report of an exception it could not raise (a __del__ or a callback at interpreter
+# exit, the unraisable hook): printed and ignored, the program goes on or exits as it would.
+_UNRAISABLE = "Exception ignored in"
 # An import that failed inside ``try``: its handler took a fallback, and when what the
 # handler then raised ("During handling of the above exception ...") is decisive and of
 # another class (an OOM in the fallback loader), that is the failure.
@@ -95,6 +98,8 @@ _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tc
 # Signatures of what a server can serve after: a group that recovered, a download that fit,
 # a GPU build warning that did not matter, a GPU fault of another process, a startup probe
 # that failed before the server was up.
+# The kernel's words for an OOM kill: of the server, unless it served on (``_outlived``).
+_KERNEL_KILLS = frozenset({"host_oom_killer", "host_oom_killer_report"})
 RECOVERABLE = frozenset(
     {
         "nccl_warning",
@@ -136,7 +141,12 @@ class Reading:
     def serves_after(self, position: int) -> bool:
         """Whether the server served (a batch, ready again) after the line at ``position``,
         before any relaunch."""
-        return _serves_after(self.runs, position)
+        served = _serves_after(self.runs, position)
+        # below a command the operator typed, another capture (`kubectl logs --previous`
+        # under the pod's events): of another moment, not after the line
+        return served is not None and not any(
+            typed_by_operator(line) for line in self.ordered[position + 1 : served]
+        )
 
     @cached_property
     def interrupted(self) -> int:
@@ -149,6 +159,7 @@ class Reading:
         traceback frames and the code lines printed under them, and not a Ctrl-C's traceback;
         several layers ask."""
         ordered = self.ordered
+        ignored = unraisable(ordered)
         found = []
         for i, line in enumerate(ordered):
             message = line.message
@@ -158,6 +169,7 @@ class Reading:
                 and not (i > 0 and frame_at(ordered, i - 1) is not None and not is_exception(line))
                 and not PY_WARNING.search(message)
                 and not message.startswith(IGNORED_ERRORS)
+                and i not in ignored
                 and not _interrupted(ordered, i)
                 and not reporters_words(line)
                 and i not in self.recovered
@@ -188,7 +200,9 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     interrupted = interrupted_at(lines)
     typed_at = lines[interrupted].number if interrupted < len(lines) else None
     hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at, typed_at)
-    recovered = frozenset(h.position for h in hits if _recovered_from(h, runs))
+    recovered = frozenset(
+        h.position for h in hits if _recovered_from(h, runs) or _outlived(h, runs, ordered)
+    )
     hits = [h for h in hits if h.position not in recovered]
     return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered)
 
@@ -197,18 +211,30 @@ def _recovered_from(hit: Hit, runs: Sequence[tuple[int, Event]]) -> bool:
     """A warning or a passing condition (RECOVERABLE: c10d retrying a peer not listening
     yet, a download warning, a probe failed while starting) that the server went on to serve
     after: no failure."""
-    return hit.signature.name in RECOVERABLE and _serves_after(runs, hit.position)
+    return hit.signature.name in RECOVERABLE and _serves_after(runs, hit.position) is not None
 
 
-def _serves_after(runs: Sequence[tuple[int, Event]], position: int) -> bool:
+def _outlived(hit: Hit, runs: Sequence[tuple[int, Event]], ordered: Sequence[LogLine]) -> bool:
+    """The kernel's OOM kill of a process while the server, by the clocks of both, went on
+    serving with no relaunch between: it killed another program."""
+    if hit.signature.name not in _KERNEL_KILLS:
+        return False
+    kill = ordered[hit.position]
+    # the first of the server's steps after the kill: serving, not a relaunch
+    after = (event for p, event in runs if stamped_later(ordered[p], kill, ordered))
+    return next((event.kind in SERVING for event in after), False)
+
+
+def _serves_after(runs: Sequence[tuple[int, Event]], position: int) -> int | None:
+    """Where the server first served after ``position``, before any relaunch."""
     for p, event in runs:
         if p <= position:
             continue
         if event.kind is EventKind.SERVER_ARGS:
-            return False
+            return None
         if event.kind in SERVING:
-            return True
-    return False
+            return p
+    return None
 
 
 def _blanked(line: LogLine) -> LogLine:
@@ -258,8 +284,30 @@ def interrupted_at(ordered: Sequence[LogLine]) -> int:
     )
 
 
-def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
+def unraisable(ordered: Sequence[LogLine]) -> frozenset[int]:
+    """The lines of what Python reported as ignored (``Exception ignored in: ...``, its
+    traceback, the exception that ends it)."""
+    found: set[int] = set()
     for i, line in enumerate(ordered):
+        if not line.message.startswith(_UNRAISABLE):
+            continue
+        end = min(len(ordered), i + LOOKBACK)
+        ends = (j for j in range(i + 1, end) if is_exception(ordered[j]) or _raised(ordered, j))
+        found.update(range(i, next(ends, i) + 1))
+    return frozenset(found)
+
+
+def _raised(ordered: Sequence[LogLine], position: int) -> bool:
+    return RAISED_LINE.match(ordered[position].message) is not None and bool(
+        frames_before(ordered, position)
+    )
+
+
+def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
+    ignored = unraisable(ordered)
+    for i, line in enumerate(ordered):
+        if i in ignored:
+            continue
         match = RAISED_LINE.match(line.message)
         if match and match.group("type").rsplit(".", 1)[-1] not in CONSEQUENCE_EXCEPTIONS:
             if frames_before(ordered, i) or (i > 0 and "Traceback" in ordered[i - 1].message):
@@ -334,12 +382,12 @@ def _drop_expected(
     hits: list[Hit], ordered: Sequence[LogLine], stopped_at: int, interrupted: int | None
 ) -> list[Hit]:
     """Hits that are no failure: an error SGLang says it ignores (``Ignore import error when
-    loading ...`` and the text it quotes on the next line), an import whose handler took
-    a fallback that failed for a reason of its own, a scheduler SGLang found dead that
-    exited by itself (its own error is above), after a graceful SIGTERM weak
-    signs such as a shell's ``Killed`` (SGLang ends even a clean drain with SIGKILL) and the
-    process group torn down (``_after_a_stop``), and weak signs after the operator's Ctrl-C
-    (``interrupted``: its line's number in the file)."""
+    loading ...`` and the text it quotes on the next line) or Python does (``unraisable``),
+    an import whose handler took a fallback that failed for a reason of its own, a scheduler
+    SGLang found dead that exited by itself (its own error is above), after a graceful
+    SIGTERM weak signs such as a shell's ``Killed`` (SGLang ends even a clean drain with
+    SIGKILL) and the process group torn down (``_after_a_stop``), and weak signs after the
+    operator's Ctrl-C (``interrupted``: its line's number in the file)."""
     ignored = {
         h.position
         for h in hits
@@ -351,6 +399,7 @@ def _drop_expected(
             for o in hits
         )
     }
+    ignored |= unraisable(ordered)
     for i, line in enumerate(ordered):
         if line.message.startswith(IGNORED_ERRORS):
             ignored.add(i)

@@ -33,6 +33,8 @@ class Resolve(enum.Enum):
     COLLECTIVE = "collective"
     # A collective that timed out: a hang once serving, the group never formed before.
     COLLECTIVE_TIMEOUT = "collective_timeout"
+    # A C++ exception's message: its words name the class, else it is the crash it ends in.
+    NATIVE_MESSAGE = "native_message"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ _LAUNCH_ERRORS = (
     "too many blocks|invalid configuration argument|too many resources requested"
     "|no kernel image|invalid device function"
 )
+# An exit status of 128 + a fatal signal's number: ABRT, BUS, FPE, KILL, SEGV.
+_SIGNAL_EXIT = r"13[4-79]\b"
 # A CANN coded line whose reason is memory ("EL0004: Failed to allocate memory.").
 _CANN_MEMORY = (
     r".*(?i:out of memory|failed to (?:m?alloc|allocate)|alloc\w* (?:\w+ )?memory (?:\w+ )?fail)"
@@ -167,9 +171,10 @@ SIGNATURES: tuple[Signature, ...] = (
         "torch_oom",
         C.RUNTIME_OOM,
         ("out of memory. Tried to allocate", "OutOfMemoryError"),
-        # Not Ray's OutOfMemoryError: its memory monitor killed a worker for host memory.
+        # Not Ray's OutOfMemoryError: its memory monitor killed a worker for host memory;
+        # nor ECS's reason for a container its memory limit stopped.
         r"(?:CUDA|HIP|XPU|NPU) out of memory\. Tried to allocate"
-        r"|(?<!ray\.exceptions\.)OutOfMemoryError",
+        r"|(?<!ray\.exceptions\.)OutOfMemoryError(?!: Container killed due to memory usage)",
         88,
         OOM,
     ),
@@ -706,7 +711,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "watchdog",
         C.HANG_TIMEOUT,
         "atchdog timeout",
-        r"[Ww]atchdog timeout \(",
+        r"[Ww]atchdog timeout \((?!limit )",  # not systemd's (process_killed_by)
         100,
         phase=Phase.RUNTIME,
     ),
@@ -728,6 +733,16 @@ SIGNATURES: tuple[Signature, ...] = (
         Resolve.COLLECTIVE_TIMEOUT,
     ),
     sig(
+        # The kernel's hung-task detector, or the NFS client waiting on its server: a
+        # process stuck in the kernel (state D) on I/O that does not come back, printing
+        # nothing of its own
+        "host_io_stall",
+        C.HANG_TIMEOUT,
+        ("blocked for more than", "not responding"),
+        r"INFO: task \S+ blocked for more than \d+ seconds|\bnfs: server \S+ not responding",
+        60,
+    ),
+    sig(
         "health_check",
         C.HANG_TIMEOUT,
         ("Health check failed", "failed to become healthy"),
@@ -742,6 +757,35 @@ SIGNATURES: tuple[Signature, ...] = (
         "Fatal Python error: ",
         r"Fatal Python error: (?:Segmentation fault|Bus error|Aborted|Floating point exception"
         r"|Illegal instruction)",
+        60,
+    ),
+    sig(
+        # What a C++ exception said before std::terminate aborted the process ("terminate
+        # called after throwing an instance of ...", then "  what():  ..."): the crash's own
+        # words, above the abort's banner
+        "native_exception",
+        C.KILLED_BY_SIGNAL,
+        "what():",
+        r"^\s*what\(\):\s",
+        61,
+        Resolve.NATIVE_MESSAGE,
+    ),
+    sig(
+        # LLVM aborting inside a compiler that uses it (Triton's MLIR passes): the kernel's
+        # build, whatever abort banner follows
+        "llvm_error",
+        C.KERNEL_ERROR,
+        "LLVM ERROR: ",
+        r"^LLVM ERROR: (?!out of memory)",
+        92,
+    ),
+    sig(
+        # The kernel's report of a process it stopped for a bad access (dmesg, the journal):
+        # "python3[118402]: segfault at 18 ip 00007f3c... sp 00007ffd... error 4 in loop.so"
+        "kernel_segfault_report",
+        C.KILLED_BY_SIGNAL,
+        "segfault at ",
+        r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+ sp [0-9a-f]+ error \d+",
         60,
     ),
     sig(
@@ -783,6 +827,15 @@ SIGNATURES: tuple[Signature, ...] = (
         57,
     ),
     sig(
+        # systemd aborting a unit whose WatchdogSec= SGLang never answers (it sends no
+        # WATCHDOG=1): the why of the kills systemd then logs (host_shutdown's words)
+        "unit_watchdog",
+        C.KILLED_BY_SIGNAL,
+        "Watchdog timeout (limit",
+        r"\.service: Watchdog timeout \(limit",
+        66,
+    ),
+    sig(
         "scheduler_died",
         C.KILLED_BY_SIGNAL,
         ("scheduler died during initialization", "crashed with exit code", "scheduler is dead"),
@@ -799,17 +852,23 @@ SIGNATURES: tuple[Signature, ...] = (
             "exit code: -9",
             "exit code -9",
             "core dumped",
-            "exit code 137",
+            "exit code 13",
             "Exit Code:",
-            "with code 137",
-            "Exited (137)",
+            "with code 13",
+            "Exited (13",
             "an exit code 9.",
+            "Negsignal.SIG",
+            "code=dumped",
         ),
         # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
-        # compose's "sglang-1 exited with code 137" and `docker ps`'s "Exited (137)"
+        # compose's "sglang-1 exited with code 137", `docker ps`'s "Exited (137)", a wrapper
+        # script's "exited with code 139": 128 + a fatal signal's number (ABRT, BUS, FPE,
+        # KILL, SEGV), or the signal by name (Airflow's "return code Negsignal.SIGKILL"), or
+        # systemd's word of a core dumped ("code=dumped, status=11/SEGV")
         rf"(?:^|\s)(?:Killed|{KILLED_TRANSLATED_WORDS})(?:\s|$)|exit code:? -9\b"
-        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)|exit code 137"
-        r"|^Exit Code:\s+137$|exited with code 137\b|\bExited \(137\)"
+        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)"
+        rf"|exit code {_SIGNAL_EXIT}|^Exit Code:\s+{_SIGNAL_EXIT}$|exited with code {_SIGNAL_EXIT}"
+        rf"|\bExited \({_SIGNAL_EXIT}\)|return code Negsignal\.SIG|code=dumped, status="
         # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed
         r"|Child process unexpectedly failed with an exit code 9\.",
         25,
@@ -819,8 +878,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # why the step was cancelled when its CANCELLED line shows too.
         "batch_oom_kill",
         C.KILLED_BY_SIGNAL,
-        "oom_kill event",
-        r"Detected \d+ oom_kill events? in",
+        ("oom_kill event", "TERM_MEMLIMIT"),
+        # ... and LSF's, in the job's report
+        r"Detected \d+ oom_kill events? in|^TERM_MEMLIMIT: job killed",
         66,
     ),
     sig(
@@ -837,13 +897,18 @@ SIGNATURES: tuple[Signature, ...] = (
             "job killed: walltime",
             "DeadlineExceeded",
             "maximum execution time",
+            "execution took longer than",
+            "TERM_RUNLIMIT",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
-        # limits of PBS, of a Kubernetes Job (activeDeadlineSeconds) and of a CI runner
+        # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
+        # (GitHub's, GitLab's)
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
-        r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time",
+        r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time"
+        r"|Job failed: execution took longer than"
+        r"|^TERM_RUNLIMIT: job killed",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(
@@ -851,9 +916,11 @@ SIGNATURES: tuple[Signature, ...] = (
         # systemd stops everything and kills what does not stop in time.
         "host_shutdown",
         C.KILLED_BY_SIGNAL,
-        ("The system will ", "with signal SIGKILL"),
+        ("The system will ", "with signal SIGKILL", "imminent node shutdown"),
         r"The system will (?:reboot|power off|halt) now|Killing process \d+ \([^)]*\) with signal"
-        r" SIGKILL",
+        r" SIGKILL"
+        # ... and the kubelet's graceful node shutdown, in the pod's status
+        r"|[Pp]od was terminated in response to imminent node shutdown",
         64,
     ),
     sig(
@@ -867,13 +934,14 @@ SIGNATURES: tuple[Signature, ...] = (
             "by the OOM killer",
             "'oom-kill'",
             "container oom ",
+            "Container killed due to memory usage",
         ),
         # (the kernel's, or its memory cgroup's: "Memory cgroup out of memory: Killed process";
-        # `docker events`' "container oom <id>")
+        # `docker events`' "container oom <id>"; ECS's reason for a task's container)
         r"(?i:out of memory): Killed process|\bOOMKilled\b"
         r"|killed due to memory pressure|was killed due to the node running low on memory"
         r"|has been killed by the OOM killer|Failed with result 'oom-kill'"
-        r"|\bcontainer oom [0-9a-f]{12,64}\b",
+        r"|\bcontainer oom [0-9a-f]{12,64}\b|Container killed due to memory usage",
         # The kernel's OOM killer (as dmesg or systemd reports it), or Ray's memory monitor
         # (the raylet's "... Workers (tasks / actors) killed due to memory pressure (OOM)", the
         # driver's "Task was killed due to the node running low on memory"): host memory,

@@ -116,6 +116,8 @@ FAMILIES: tuple[Family, ...] = (
         r"|nvcc|\bninja\b|\bJIT\b|no kernel image|MLIR|cutlass|triton|error building extension"
         r"|collect2|ld returned|cannot find -l|NVRTC|unsupported gpu architecture"
         r"|sm_\d+a? is not supported|InductorError|tilelang"
+        # a prebuilt kernel with no binary for this GPU (a cubin, CUDA's driver API)
+        r"|NO_BINARY_FOR_GPU|failed to load cubin"
         # torch.compile's own failures (Dynamo tracing, the backend compiler)
         r"|torch\._dynamo\.exc\.|BackendCompilerFailed"
         r"|too many resources requested for launch|fatal error: [\w/.]+\.(?:h|hpp|cuh): No such",

@@ -1,0 +1,165 @@
+"""Endings no Python exception explains: what killed or stopped the server is said by
+something else (a supervisor, the kernel, a batch system, native code), or nothing failed."""
+
+from __future__ import annotations
+
+import pytest
+
+from exporter.diagnosis.classify import classify
+from exporter.diagnosis.taxonomy import FailureClass as C
+from exporter.logs.reader import read_log
+
+
+def run(text: str):
+    return classify(*read_log(text))
+
+
+SERVING = (
+    "[2026-07-21 22:14:06] Decode batch, #running-req: 21, #token: 31007, token usage: 0.15, "
+    "cuda graph: True, gen throughput (token/s): 1189.02, #queue-req: 0\n"
+)
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "[run_sglang.sh 2026-07-21T22:14:09+00:00] server exited with code 139",
+        "[2026-06-03, 05:03:44 UTC] {local_task_job_runner.py:266} INFO - Task exited with return"
+        " code Negsignal.SIGKILL",
+        "Apr 09 11:52:41 gpu-07 systemd[1]: sglang.service: Main process exited, code=dumped, "
+        "status=11/SEGV",
+        "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.",
+        "TERM_RUNLIMIT: job killed after reaching LSF run time limit.",
+        "ERROR: Job failed: execution took longer than 1h0m0s seconds",
+        "  message: Pod was terminated in response to imminent node shutdown.",
+        '            "reason": "OutOfMemoryError: Container killed due to memory usage"',
+    ],
+)
+def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):
+    result = run(SERVING + ending + "\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, ending.strip())
+
+
+def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
+    assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
+    assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL
+
+
+def test_the_kernels_segfault_report_is_the_root_of_the_core_dump_systemd_reports():
+    segfault = (
+        "Apr 09 11:52:37 gpu-07 kernel: python3[118402]: segfault at 18 ip 00007f3c2a4b9e21 sp "
+        "00007ffd6b1e0a90 error 4 in loop.cpython-310-x86_64-linux-gnu.so"
+    )
+    dumped = (
+        "Apr 09 11:52:41 gpu-07 systemd[1]: sglang.service: Main process exited, code=dumped, "
+        "status=11/SEGV"
+    )
+    result = run(f"{segfault}\n{dumped}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, segfault)
+
+
+def test_systemds_watchdog_on_a_unit_sglang_never_pings_killed_it_no_hang():
+    host = "Mar 14 02:13:01 inf-a100-03 systemd[1]: sglang-qwen.service:"
+    watchdog = f"{host} Watchdog timeout (limit 5min)!"
+    log = (
+        f"{watchdog}\n{host} Killing process 41877 (python) with signal SIGABRT.\n"
+        f"{host} Main process exited, code=dumped, status=6/ABRT\n"
+        f"{host} Killing process 42011 (python) with signal SIGKILL.\n"
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, watchdog)
+
+
+@pytest.mark.parametrize(
+    "stall",
+    [
+        "[Thu Sep 10 03:12:44 2026] nfs: server homefs01 not responding, still trying",
+        "[Thu Sep 10 03:15:48 2026] INFO: task sglang::schedul:2841187 blocked for more than 122"
+        " seconds.",
+    ],
+)
+def test_a_process_stuck_in_the_kernel_on_io_hangs(stall):
+    load = "[2026-09-10 03:10:02] Load weight begin. avail mem=78.68 GB\n"
+    result = run(f"{load}$ sudo dmesg -T | tail -n 2\n{stall}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stall)
+
+
+ABORT = "Fatal Python error: Aborted\n"
+
+
+def test_a_cpp_exceptions_message_above_the_abort_says_what_crashed():
+    terminate = "terminate called after throwing an instance of 'std::runtime_error'\n"
+    cubin = (
+        "  what():  [flashinfer] trtllm-gen FMHA: failed to load cubin for sm_103 "
+        "(CUDA_ERROR_NO_BINARY_FOR_GPU), kernel fmhaSm100aKernel"
+    )
+    result = run(terminate + cubin + "\n" + ABORT)
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, cubin.strip())
+    # words no family knows: the crash it ends in, rooted at its own words
+    again = "  what():  Resource temporarily unavailable"
+    result = run(terminate + again + "\n" + ABORT)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, again.strip())
+
+
+def test_llvm_aborting_inside_a_kernels_compiler_is_a_kernel_error():
+    llvm = "LLVM ERROR: Failed to compute parent layout for slice layout."
+    result = run(f"{llvm}\n{ABORT}")
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, llvm)
+
+
+def test_an_oom_computing_the_logits_of_a_cut_traceback_is_a_runtime_oom():
+    log = (
+        '  File "/x/sglang/srt/layers/logits_processor.py", line 881, in _compute_lm_head\n'
+        "    logits = torch.matmul(\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.52 GiB. GPU 1 has a "
+        "total capacity of 79.19 GiB of which 2.11 GiB is free. Of the allocated memory 71.40 "
+        "GiB is allocated by PyTorch\n"
+    )
+    assert run(log).failure_class is C.RUNTIME_OOM
+
+
+def test_an_exception_python_reports_as_ignored_at_exit_is_no_failure():
+    log = (
+        SERVING + "5000/5000 done, wrote out_5k.jsonl\n"
+        "Exception ignored in: <function _ConnectionBase.__del__ at 0x7f2c5b2e8ca0>\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.10/multiprocessing/connection.py", line 132, in __del__\n'
+        "    self._close()\n"
+        "OSError: [Errno 9] Bad file descriptor\n"
+    )
+    assert run(log).failure_class is C.NONE
+    # the same traceback raised: a failure
+    raised = log.replace(log.splitlines()[2] + "\n", "")
+    assert run(raised).failure_class is C.OTHER
+
+
+KILL = (
+    "[Fri Jul 17 15:48:22 2026] Out of memory: Killed process 77120 (python) total-vm:121443880kB,"
+    " anon-rss:97212004kB"
+)
+
+
+def test_a_kernel_oom_kill_the_server_served_on_after_killed_another_program():
+    after = SERVING.replace("2026-07-21 22:14:06", "2026-07-17 15:48:28")
+    before = SERVING.replace("2026-07-21 22:14:06", "2026-07-17 15:48:19")
+    assert run(f"$ sudo dmesg -T\n{KILL}\n\nserver log:\n{before}{after}").failure_class is C.NONE
+    # ... the server's last words before the kill, nothing after it: the server's
+    result = run(f"{before}$ sudo dmesg -T\n{KILL}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, KILL)
+    # ... served again only once relaunched: the kill was the server's
+    relaunch = "[2026-07-17 15:48:25] server_args=ServerArgs(model_path='/m')\n"
+    result = run(f"$ sudo dmesg -T\n{KILL}\n\nserver log:\n{before}{relaunch}{after}")
+    assert result.failure_class is C.KILLED_BY_SIGNAL
+
+
+def test_an_eviction_is_the_root_though_the_previous_containers_log_pasted_below_served():
+    evicted = (
+        "  Warning  Evicted    14m   kubelet            The node was low on resource: memory. "
+        "Threshold quantity: 500Mi"
+    )
+    log = (
+        "      Exit Code:    137\n"
+        f"Events:\n{evicted}\n\n$ kubectl -n docai logs qwen-0 --previous | tail -n 2\n{SERVING}"
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, evicted.strip())
