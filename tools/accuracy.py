@@ -76,6 +76,11 @@ LABELLED_SETS = {
     "heldout48": DATA / "heldout48",
     "heldout49": DATA / "heldout49",
     "heldout50": DATA / "heldout50",
+    "heldout51": DATA / "heldout51",
+    "heldout52": DATA / "heldout52",
+    "heldout53": DATA / "heldout53",
+    "heldout54": DATA / "heldout54",
+    "heldout55": DATA / "heldout55",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }
