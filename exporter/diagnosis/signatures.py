@@ -441,12 +441,15 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "compiler_error",
         C.KERNEL_ERROR,
-        ("error", "ptxas fatal", "nvcc fatal", "InvalidCxxCompiler"),
+        ("error", "ptxas fatal", "nvcc fatal", "InvalidCxxCompiler", "fatal error: "),
         r"\.(?:h|hpp|cuh|cu|cpp|cc|c)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal |catastrophic )?error"
         # ... and ptxas's own error line, above the "ptxas fatal" that sums it up, and
         # torch.compile's build finding no C++ compiler at all
         r"|ptxas fatal|nvcc fatal|^ptxas \S+, line \d+; error\s*:"
-        r"|InvalidCxxCompiler: No working C\+\+ compiler",
+        r"|InvalidCxxCompiler: No working C\+\+ compiler"
+        # ... and a compiler's fatal error of its own, no source file to name (its output
+        # unwritable, the compiler killed): "c++: fatal error: Killed signal terminated ..."
+        r"|^(?:(?:c\+\+|g\+\+|gcc|cc|cc1plus|nvcc|clang\+*): )?fatal error: (?!\S+\.\w+: No such)",
         97,
     ),
     sig(
@@ -780,12 +783,25 @@ SIGNATURES: tuple[Signature, ...] = (
         92,
     ),
     sig(
+        # glibc's allocator finding its heap corrupted, then aborting: native code's memory
+        # bug, printed before the abort's banner
+        "heap_corruption",
+        C.KILLED_BY_SIGNAL,
+        ("double free", "corrupted", "free(): ", "malloc(): "),
+        r"^(?:double free or corruption|free\(\): (?:invalid|double free)|malloc\(\): "
+        r"(?:corrupted|unaligned|invalid)|corrupted (?:size vs\. prev_size|double-linked list))",
+        60,
+    ),
+    sig(
         # The kernel's report of a process it stopped for a bad access (dmesg, the journal):
         # "python3[118402]: segfault at 18 ip 00007f3c... sp 00007ffd... error 4 in loop.so"
         "kernel_segfault_report",
         C.KILLED_BY_SIGNAL,
         "segfault at ",
-        r"\bsegfault at [0-9a-f]+ ip [0-9a-f]+ sp [0-9a-f]+ error \d+",
+        # the process it names: Python's, SGLang's (by its title) or torch's threads; another
+        # program's fault on the host (an exporter, a driver daemon) is not the server's
+        r"\b(?:python[\d.]*|sglang::\w+|pt_\w+)\[\d+\]: segfault at [0-9a-f]+ ip [0-9a-f]+ sp "
+        r"[0-9a-f]+ error \d+",
         60,
     ),
     sig(
@@ -834,6 +850,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "Watchdog timeout (limit",
         r"\.service: Watchdog timeout \(limit",
         66,
+    ),
+    sig(
+        # SGLang's print of a dead scheduler's status under "scheduler is dead": -9 says the
+        # SIGKILL that line does not
+        "child_killed_status",
+        C.KILLED_BY_SIGNAL,
+        "Exit code: -9",
+        r"^Exit code: -9$",
+        56,
     ),
     sig(
         "scheduler_died",
@@ -898,16 +923,19 @@ SIGNATURES: tuple[Signature, ...] = (
             "DeadlineExceeded",
             "maximum execution time",
             "execution took longer than",
+            "Too long with no output",
+            "runner has received a shutdown signal",
             "TERM_RUNLIMIT",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
         # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
-        # (GitHub's, GitLab's)
+        # (GitHub's, GitLab's, CircleCI's no-output limit), a CI runner shut down under its job
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
         r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time"
-        r"|Job failed: execution took longer than"
+        r"|Job failed: execution took longer than|Too long with no output \(exceeded"
+        r"|The runner has received a shutdown signal"
         r"|^TERM_RUNLIMIT: job killed",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
@@ -935,13 +963,16 @@ SIGNATURES: tuple[Signature, ...] = (
             "'oom-kill'",
             "container oom ",
             "Container killed due to memory usage",
+            "OOM Killed",
         ),
         # (the kernel's, or its memory cgroup's: "Memory cgroup out of memory: Killed process";
-        # `docker events`' "container oom <id>"; ECS's reason for a task's container)
+        # `docker events`' "container oom <id>"; ECS's reason for a task's container, Nomad's
+        # task event)
         r"(?i:out of memory): Killed process|\bOOMKilled\b"
         r"|killed due to memory pressure|was killed due to the node running low on memory"
         r"|has been killed by the OOM killer|Failed with result 'oom-kill'"
-        r"|\bcontainer oom [0-9a-f]{12,64}\b|Container killed due to memory usage",
+        r"|\bcontainer oom [0-9a-f]{12,64}\b|Container killed due to memory usage"
+        r'|Exit Message: "OOM Killed"',
         # The kernel's OOM killer (as dmesg or systemd reports it), or Ray's memory monitor
         # (the raylet's "... Workers (tasks / actors) killed due to memory pressure (OOM)", the
         # driver's "Task was killed due to the node running low on memory"): host memory,

@@ -31,7 +31,7 @@ _ANSI_ESCAPE = re.compile(
 _INLINE_CODE = re.compile(r"`[^`]+`$")
 # A JSON-lines record's fields that hold the line, and its time (_json_record).
 _JSON_TEXT = ("log", "line", "textPayload", "message", "msg", "MESSAGE")
-_JSON_TIME = ("time", "timestamp", "@timestamp", "ts", "__REALTIME_TIMESTAMP")
+_JSON_TIME = ("time", "timestamp", "@timestamp", "ts", "date", "__REALTIME_TIMESTAMP")
 _JSON_NESTED = ("content", "jsonPayload")  # Datadog's export, GCP's structured record
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
@@ -45,8 +45,9 @@ _FOREIGN_PREFIXES = (
     ),
     # the kubelet's CRI log files (/var/log/pods): "2025-04-05T00:01:19.209Z stderr F "
     re.compile(rf"(?P<fts>{_RFC3339}) (?:stdout|stderr) [FP](?: |$)"),
-    # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "
-    re.compile(rf"(?P<fts>{_RFC3339})(?: |$)"),
+    # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "; a tab-separated export's
+    # (CloudWatch Logs Insights: "@timestamp<TAB>@message")
+    re.compile(rf"(?P<fts>{_RFC3339})(?:[ \t]|$)"),
     # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "
     re.compile(r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]:(?: |$)"),
     # stern, following a Deployment's pods: "<pod> <container> ", the pod named by its
@@ -158,7 +159,8 @@ def _json_record(text: str) -> tuple[str, str | None] | None:
     """A JSON-lines export's record: the log line in its text field, and its timestamp.
     docker's json-file driver (``{"log":"...\\n","stream":"stderr","time":"..."}``), Loki's
     ``logcli --output=jsonl`` (``line``), GCP (``textPayload``, or ``jsonPayload.message``),
-    CloudWatch, Datadog (``content.message``) and most shippers (``message``, ``msg``),
+    CloudWatch, Datadog (``content.message``, or ``message`` and ``date``) and most shippers
+    (``message``, ``msg``),
     ``journalctl -o json`` (``MESSAGE``). Only docker's record has no time of its own: an
     HTTP error body (``{"object":"error","message":...}``) is a reply, not a record."""
     try:

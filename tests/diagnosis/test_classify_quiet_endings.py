@@ -33,6 +33,10 @@ SERVING = (
         "ERROR: Job failed: execution took longer than 1h0m0s seconds",
         "  message: Pod was terminated in response to imminent node shutdown.",
         '            "reason": "OutOfMemoryError: Container killed due to memory usage"',
+        "Too long with no output (exceeded 10m0s): context deadline exceeded",
+        "2026-07-08T02:19:03.2279155Z ##[error]The runner has received a shutdown signal. This"
+        " can happen when the runner service is stopped",
+        '2026-02-11T09:14:52Z  Terminated  Exit Code: 137, Exit Message: "OOM Killed"',
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):
@@ -56,6 +60,41 @@ def test_the_kernels_segfault_report_is_the_root_of_the_core_dump_systemd_report
     )
     result = run(f"{segfault}\n{dumped}\n")
     assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, segfault)
+
+
+def test_another_programs_segfault_on_the_host_is_not_the_servers():
+    other = (
+        "Aug 19 09:15:02 a10-box kernel: dcgm-exporter[30118]: segfault at 0 ip 00007f6b2a1c34b0"
+        " sp 00007f6b1dffa2e8 error 4 in libdcgm.so"
+    )
+    assert run(SERVING + other + "\n").failure_class is C.NONE
+    ours = other.replace("dcgm-exporter[30118]", "sglang::schedul[30118]")
+    assert run(SERVING + ours + "\n").failure_class is C.KILLED_BY_SIGNAL
+
+
+def test_the_status_sglang_prints_for_its_dead_scheduler_says_the_kill():
+    dead = (
+        "[2026-04-29 09:03:57] Rank 1 scheduler is dead. Please check if there are relevant logs."
+    )
+    status = "[2026-04-29 09:03:58] Exit code: -9"
+    result = run(f"{dead}\n{status}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, status)
+
+
+def test_glibc_finding_its_heap_corrupted_is_the_crash_above_the_abort():
+    corrupt = "double free or corruption (!prev)"
+    result = run(SERVING + corrupt + "\n" + ABORT)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, corrupt)
+
+
+def test_a_compilers_own_fatal_error_is_the_root_of_the_jit_build_that_stopped():
+    fatal = "c++: fatal error: Killed signal terminated program cc1plus"
+    log = (
+        "[1/3] c++ -MMD -MF moe_align.o.d -c /x/moe_align.cpp -o moe_align.o\n"
+        f"{fatal}\ncompilation terminated.\nninja: build stopped: subcommand failed.\n"
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, fatal)
 
 
 def test_systemds_watchdog_on_a_unit_sglang_never_pings_killed_it_no_hang():

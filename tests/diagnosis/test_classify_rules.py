@@ -194,6 +194,20 @@ def test_reversed_export_finds_the_earliest_cause():
     assert "DistBackendError" in result.root_cause_line
 
 
+def test_a_tab_separated_export_newest_first_is_read_in_time_order():
+    rows = [
+        "2025-06-02T07:41:41.011Z\t[2025-06-02 07:41:41] Received sigquit from a child process.",
+        "2025-06-02T07:41:41.010Z\tModuleNotFoundError: No module named 'sgl_kernel.flash_attn'",
+        '2025-06-02T07:41:41.009Z\t  File "/x/sglang/srt/model_executor/model_runner.py", line'
+        " 304, in initialize",
+        "2025-06-02T07:41:41.004Z\t[2025-06-02 07:41:41] Scheduler hit an exception: Traceback"
+        " (most recent call last):",
+        "2025-06-02T07:41:40.002Z\t[2025-06-02 07:41:40] Load weight end. avail mem=50.83 GB",
+    ]
+    result = run("@timestamp\t@message\n" + "\n".join(rows) + "\n")
+    assert (result.failure_class, result.root_cause_line) == (C.DEPENDENCY_ERROR, rows[1])
+
+
 def test_hard_wrapped_decisive_line_is_found_on_its_first_half():
     log = (
         "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
@@ -1255,9 +1269,10 @@ def test_a_scheduler_found_dead_with_an_exit_code_of_its_own_died_of_the_error_a
 """
     result = run(text.format(error=error, dead=dead, code=1))
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, error)
-    # killed: the signal is the cause, whatever the traceback above
+    # killed: the signal is the cause, whatever the traceback above, and the status says it
     result = run(text.format(error=error, dead=dead, code=-9))
-    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, dead)
+    status = "[2026-03-09 07:12:40] Exit code: -9"
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, status)
 
 
 def test_a_request_the_server_refused_with_a_4xx_is_no_failure_while_it_serves_on():

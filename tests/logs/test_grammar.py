@@ -411,10 +411,17 @@ def test_foreign_wrappers_are_peeled_off():
             "2026-03-01T10:00:02.5Z",
         ),
         (
+            '{"date":"2026-03-01T10:00:02.5Z","host":"h1","service":"sglang","status":"info",'
+            '"message":"[2026-03-01 10:00:02 TP1] Load weight begin."}',
+            "2026-03-01T10:00:02.5Z",
+        ),
+        (
             '{"__REALTIME_TIMESTAMP":"1772359202500000","_PID":"4242",'
             '"MESSAGE":"[2026-03-01 10:00:02 TP1] Load weight begin."}',
             "1772359202500000",
         ),
+        # CloudWatch Logs Insights' tab-separated export ("@timestamp<TAB>@message")
+        ("2026-03-01T10:00:02.5Z\t[2026-03-01 10:00:02 TP1] Load weight begin.", None),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
         # stern following a Deployment's pods: the pod, then the container
         ("sglang-qwen-5f7c9d8b4-2xkqp sglang [2026-03-01 10:00:02 TP1] Load weight begin.", None),
@@ -432,7 +439,9 @@ def test_foreign_wrappers_are_peeled_off():
         "gcp",
         "cloudwatch",
         "datadog",
+        "datadog-flat",
         "journal-json",
+        "cloudwatch-tsv",
         "slurm",
         "stern",
         "nested",
