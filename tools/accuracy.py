@@ -81,6 +81,11 @@ LABELLED_SETS = {
     "heldout53": DATA / "heldout53",
     "heldout54": DATA / "heldout54",
     "heldout55": DATA / "heldout55",
+    "heldout56": DATA / "heldout56",
+    "heldout57": DATA / "heldout57",
+    "heldout58": DATA / "heldout58",
+    "heldout59": DATA / "heldout59",
+    "heldout60": DATA / "heldout60",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

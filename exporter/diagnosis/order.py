@@ -17,7 +17,10 @@ from datetime import datetime
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import TRACEBACK_START
 
-_COLLECTOR_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+[\w.-]+$")
+_COLLECTOR_LINE = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\s+[\w.-]+$"
+    r"|^@?\w+(?:\t@?\w+)+$"  # a tab-separated export's header ("@timestamp<TAB>@message")
+)
 
 
 # SGLang's clock going back by more than this starts another process's log pasted after the
@@ -33,6 +36,8 @@ _BEFORE_ANY_STAMP = float("-inf")
 _DMESG_T = re.compile(
     r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\]"
 )
+# ... in a Chinese locale ("[四 3月 19 03:12:44 2026]": the weekday, then the month's number)
+_DMESG_T_ZH = re.compile(r"^\[[一二三四五六日] +(\d{1,2})月 +(\d{1,2}) (\d\d:\d\d:\d\d) (\d{4})\]")
 # the kernel's lines as syslog and `journalctl -k` print them ("Nov 12 03:14:07 host kernel:")
 _SYSLOG_KERNEL = re.compile(r"^(\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) \S+ kernel: ")
 _GLOG = re.compile(r"^\[?[EWIF](\d{1,2})(\d\d) (\d\d:\d\d:\d\d)\.\d+ ")  # torch: month unpadded
@@ -40,7 +45,15 @@ _GLOG = re.compile(r"^\[?[EWIF](\d{1,2})(\d\d) (\d\d:\d\d:\d\d)\.\d+ ")  # torch
 
 def in_time_order(lines: Sequence[LogLine]) -> list[LogLine]:
     kept = [line for line in lines if not _COLLECTOR_LINE.match(line.message)]
-    return kept[::-1] if _is_reversed(kept) else _sections_merged(kept)
+    if not _is_reversed(kept):
+        return _sections_merged(kept)
+    # The export's own records turned; what the paste put around them (its header, the
+    # reporter's words, what the operator typed after) stays where it was.
+    stamped = [i for i, line in enumerate(kept) if line.foreign_timestamp or line.timestamp]
+    if not stamped:
+        return kept[::-1]
+    first, last = stamped[0], stamped[-1]
+    return kept[:first] + kept[first : last + 1][::-1] + kept[last + 1 :]
 
 
 def _sections_merged(lines: list[LogLine]) -> list[LogLine]:
@@ -111,6 +124,10 @@ def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
         if kernel is not None:
             month, day, time, kernel_year = kernel.groups()
             return "kernel", _named_month(kernel_year, month, day, time)
+        kernel = _DMESG_T_ZH.match(message)
+        if kernel is not None:
+            month, day, time, kernel_year = kernel.groups()
+            return "kernel", f"{kernel_year}-{int(month):02d}-{int(day):02d} {time}"
         syslog = _SYSLOG_KERNEL.match(message)
         if syslog is not None and year is not None:
             return "kernel", _named_month(year, *syslog.groups())
@@ -141,7 +158,9 @@ def _is_reversed(lines: Sequence[LogLine]) -> bool:
     for line in lines:
         stamp = line.foreign_timestamp or line.timestamp
         if stamp is not None:
-            if previous is not None and stamp != previous:
+            stamp = stamp[:19].replace("T", " ")  # a collector's RFC 3339 beside SGLang's
+            # within a day: a jump to another day is another clock's lines, not their order
+            if previous is not None and stamp != previous and stamp[:10] == previous[:10]:
                 score += 1 if stamp < previous else -1
             previous = stamp
     for i, line in enumerate(lines):

@@ -45,6 +45,9 @@ _FOREIGN_PREFIXES = (
     ),
     # the kubelet's CRI log files (/var/log/pods): "2025-04-05T00:01:19.209Z stderr F "
     re.compile(rf"(?P<fts>{_RFC3339}) (?:stdout|stderr) [FP](?: |$)"),
+    # Loki's logcli, its default output: the time, the stream's labels, the line
+    # ('2026-10-27T13:55:24Z {container="sglang", pod="qwen-0"} ...')
+    re.compile(rf'(?P<fts>{_RFC3339}) \{{(?:[\w.-]+="[^"]*"(?:, )?)*\}}(?: |$)'),
     # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "; a tab-separated export's
     # (CloudWatch Logs Insights: "@timestamp<TAB>@message")
     re.compile(rf"(?P<fts>{_RFC3339})(?:[ \t]|$)"),

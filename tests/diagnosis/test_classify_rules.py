@@ -206,6 +206,20 @@ def test_a_tab_separated_export_newest_first_is_read_in_time_order():
     ]
     result = run("@timestamp\t@message\n" + "\n".join(rows) + "\n")
     assert (result.failure_class, result.root_cause_line) == (C.DEPENDENCY_ERROR, rows[1])
+    # what the operator typed after the export stays after it: a stall's last line is the
+    # server's, not the prompt's
+    stalled = [r for r in rows if "Load weight end" in r]
+    stalled.insert(
+        0,
+        rows[-1]
+        .replace("07:41:40.002Z", "07:41:45.0Z")
+        .replace(
+            "Load weight end. avail mem=50.83 GB", "Capture cuda graph begin. avail mem=7.39 GB"
+        ),
+    )
+    typed = "\n^C\n(venv) user@gpu-node:~$ nvidia-smi\n"
+    result = run("@timestamp\t@message\n" + "\n".join(stalled) + typed)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stalled[0])
 
 
 def test_hard_wrapped_decisive_line_is_found_on_its_first_half():
@@ -973,6 +987,13 @@ RuntimeError: CUDA error: unspecified launch failure
     xid = "[Thu Aug 28 02:17:08 2025] NVRM: Xid (PCI:0000:41:00): 79, pid=1187342, name=python3, GPU has fallen off the bus."
     result = run(f"{server}\n$ sudo dmesg -T | grep -i xid\n{xid}\n")
     assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, xid)
+    # ... its clock as a Chinese locale prints it, and a second after the error: not first
+    zh = xid.replace("[Thu Aug 28 02:17:08 2025]", "[四 8月 28 02:17:08 2025]")
+    result = run(f"{server}\n$ sudo dmesg -T | grep -i xid\n{zh}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, zh)
+    late = zh.replace("02:17:08", "02:17:11")
+    result = run(f"{server}\n$ sudo dmesg -T | grep -i xid\n{late}\n")
+    assert result.root_cause_line == "RuntimeError: CUDA error: unspecified launch failure"
     # a rank's NCCL watchdog (glog's clock) pasted above the rank whose OOM it waited for
     timeout = "[rank2]:[E828 02:27:34.502518901 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1183422, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600000 milliseconds before timing out."
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 5 has a total capacity of 79.10 GiB of which 2.12 GiB is free."

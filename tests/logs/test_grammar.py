@@ -422,6 +422,12 @@ def test_foreign_wrappers_are_peeled_off():
         ),
         # CloudWatch Logs Insights' tab-separated export ("@timestamp<TAB>@message")
         ("2026-03-01T10:00:02.5Z\t[2026-03-01 10:00:02 TP1] Load weight begin.", None),
+        # Loki's logcli, its default output: the time, the stream's labels, the line
+        (
+            '2026-03-01T10:00:02.5Z {container="sglang", pod="qwen-0"} [2026-03-01 10:00:02 TP1]'
+            " Load weight begin.",
+            "2026-03-01T10:00:02.5Z",
+        ),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
         # stern following a Deployment's pods: the pod, then the container
         ("sglang-qwen-5f7c9d8b4-2xkqp sglang [2026-03-01 10:00:02 TP1] Load weight begin.", None),
@@ -442,6 +448,7 @@ def test_foreign_wrappers_are_peeled_off():
         "datadog-flat",
         "journal-json",
         "cloudwatch-tsv",
+        "logcli",
         "slurm",
         "stern",
         "nested",
