@@ -238,7 +238,14 @@ def test_history_survives_kill_9_of_the_daemon_at_random_moments(tmp_path):
         ids = [a.attempt for a in read.attempts]
         assert ids == sorted(set(ids))
     daemon = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
+    # SIGTERM once it supervises: its handlers are in place before its first launch (on a
+    # loaded machine the interpreter's start alone can take over a second)
+    before = max(ids, default=0)
+
+    def launched() -> bool:
+        return any(a.attempt > before for a in History(config.paths.state_dir).read().attempts)
+
+    wait_for(launched, 30)
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
     wait_for(lambda: not any(i.alive() for i in identities(config)), 10)
