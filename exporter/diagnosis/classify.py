@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 
 from exporter.diagnosis import consequences, explain, layers
 from exporter.diagnosis.placement import evidence_lines, phase_of
-from exporter.diagnosis.reading import assert_source, compiler_cause, cuda_init_warning, read
+from exporter.diagnosis.reading import (
+    assert_source,
+    caught_cause,
+    compiler_cause,
+    cuda_init_warning,
+    read,
+)
 from exporter.diagnosis.signatures import SIGNATURES
 from exporter.diagnosis.taxonomy import SPECS, FailureClass, Phase
 from exporter.diagnosis.verdict import Confidence, Outcome, Verdict
@@ -108,7 +114,8 @@ def classify(
             decided.failure_class, None, None, version, diagnosis=diagnosis, **known
         )
     ordered = attempt.ordered
-    root = cuda_init_warning(ordered, assert_source(ordered, compiler_cause(ordered, decided.root)))
+    root = compiler_cause(ordered, caught_cause(ordered, decided.root))
+    root = cuda_init_warning(ordered, assert_source(ordered, root))
     hinted = _signature_phase(decided)
     phase = phase_of(decided.failure_class, ordered, root, attempt.steps, hinted)
     root_line = ordered[root]

@@ -45,6 +45,12 @@ _SAYS_ANOTHER_FAILED = frozenset({"peer_lost"})
 _MEMBER_KILLED = frozenset(
     {"host_oom_killer", "batch_oom_kill", "job_cancelled", "process_killed_by", "host_shutdown"}
 )
+_EVICTION = re.compile(r"\bEvicted\b|\b[Pp]reempt")  # not a time limit: a hang's own end
+# "Model architectures ['Llama4ForConditionalGeneration'] are not supported for now."
+_ARCHITECTURES = re.compile(r"[Aa]rchitectures? (\[[^\]]*\]|\S+)")
+_ARCHITECTURE_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]+")
+_MODEL_MODULE = re.compile(r"sglang\.srt\.models\.(\w+)")
+_MODEL_CLASS_SUFFIX = re.compile(r"(?:For[A-Z]\w*|Model)$")
 _NAMING = ("signature", "exception", "wording")  # the layers that read what a line says
 _NAMED = frozenset(FailureClass) - {FailureClass.NONE, FailureClass.OTHER}
 # What a server that serves on can still be short of.
@@ -59,7 +65,7 @@ _DEVICE_OOM = (
 
 def after_causes(attempt: Reading, verdicts: Sequence[Verdict]) -> list[Verdict]:
     """The verdicts best first, each consequence below its cause."""
-    ranked = [_ranked_below_its_cause(v, verdicts) for v in verdicts]
+    ranked = [_ranked_below_its_cause(attempt, v, verdicts) for v in verdicts]
     return _survived(attempt, _swallowed_import(attempt, sorted(ranked, key=lambda v: -v.score)))
 
 
@@ -120,7 +126,9 @@ def _client_gone(ordered: Sequence[LogLine], at: int) -> bool:
     return bool(raised) and all(_CLIENT_GONE.search(name) for name in raised)
 
 
-def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Verdict:
+def _ranked_below_its_cause(
+    attempt: Reading, verdict: Verdict, verdicts: Sequence[Verdict]
+) -> Verdict:
     """A consequence ranks just below its cause: a collective that timed out or failed after
     a rank's own named crash (an OOM, a CUDA error) is the other ranks waiting for the one
     that died; a memory fault after an allocation failed is a kernel running on without the
@@ -145,7 +153,7 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
         cause.score
         for cause in causes
         if cause.root is not None
-        and cause.root < verdict.root
+        and (cause.root < verdict.root or (group and _evicted(attempt, cause)))
         and (
             cause.score >= least
             or (group and cause.rule in _MEMBER_KILLED)
@@ -153,6 +161,16 @@ def _ranked_below_its_cause(verdict: Verdict, verdicts: Sequence[Verdict]) -> Ve
         )
     ]
     return replace(verdict, score=max(earlier) - 1) if earlier else verdict
+
+
+def _evicted(attempt: Reading, cause: Verdict) -> bool:
+    """A member evicted or preempted (the kubelet's event, the scheduler's): a kill from
+    outside for reasons of its own, whatever its peers logged before the paste shows it
+    (``kubectl describe`` comes after the logs, its events stamped only with their age)."""
+    return (
+        cause.rule == "job_cancelled"
+        and _EVICTION.search(attempt.ordered[cause.root].message) is not None
+    )
 
 
 def _worded_timeout(verdict: Verdict) -> bool:
@@ -172,8 +190,15 @@ def _swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict
     processor registered" after such lines is that import's consequence: a package."""
     if verdicts[0].failure_class is not FailureClass.UNSUPPORTED_MODEL:
         return verdicts
+    said = attempt.ordered[verdicts[0].root].message if verdicts[0].root is not None else ""
+    architectures = _ARCHITECTURES.search(said)
+    named = _ARCHITECTURE_NAME.findall(architectures.group(1)) if architectures else []
     ignored = next(
-        (i for i, line in enumerate(attempt.ordered) if line.message.startswith(IGNORED_ERRORS)),
+        (
+            i
+            for i, line in enumerate(attempt.ordered)
+            if line.message.startswith(IGNORED_ERRORS) and _may_hold(line.message, named)
+        ),
         None,
     )
     if ignored is None:
@@ -187,3 +212,21 @@ def _swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict
         verdicts[0].score + 1,
     )
     return [cause, *verdicts]
+
+
+def _may_hold(ignored: str, architectures: Sequence[str]) -> bool:
+    """Whether the module whose import failed may be the one that holds the architecture the
+    error names (``sglang.srt.models.llama4`` for ``Llama4ForConditionalGeneration``): every
+    release fails to import some models it does not need, and says so."""
+    module = _MODEL_MODULE.search(ignored)
+    if module is None or not architectures:
+        return True  # a multimodal processor's, or no architecture named: as likely as any
+    name = _squeezed(module.group(1))
+    return any(
+        (family := _squeezed(_MODEL_CLASS_SUFFIX.sub("", a))) in name or name in family
+        for a in architectures
+    )
+
+
+def _squeezed(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())

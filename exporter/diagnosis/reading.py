@@ -50,6 +50,8 @@ CARETS = re.compile(r"^[\s^~]+$")
 # and SIGTERM paths include the parent.
 _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
 _CUDA_INIT_WARNING = "UserWarning: CUDA initialization: "
+_QUOTED_MIN = 24  # of the caught error's message: words, not a bare code
+_NOTES_SPAN = 8  # lines from a caught error down to the "During handling" under it
 _CUDA_INIT_WORDS = 30  # of the exception's message, found in the warning
 _CUDA_INIT_SPAN = 300  # lines from the warning (at import) to the exception (at first use)
 _OWN_EXIT_CODE = re.compile(r"^Exit code: \d+$")
@@ -509,6 +511,27 @@ def compiler_cause(ordered: Sequence[LogLine], root: int) -> int:
         if ordered[i].message.startswith(DIRECT_CAUSE):
             before = (j for j in range(i - 1, max(-1, i - 4), -1) if is_exception(ordered[j]))
             return next(before, root)
+    return root
+
+
+def caught_cause(ordered: Sequence[LogLine], root: int) -> int:
+    """A handler that raises anew with the caught error's words in its own ("Capture cuda
+    graph failed: {e}"): the caught error, above "During handling ...", is where it failed."""
+    match = EXCEPTION_LINE.match(ordered[root].message)
+    said = (match.group("message") or "") if match else ""
+    if len(said) < _QUOTED_MIN:
+        return root
+    for i in range(root - 1, max(-1, root - LOOKBACK), -1):
+        if ordered[i].has_sglang_prefix:
+            break  # the traceback's chain starts no further up
+        if ordered[i].message.startswith(HANDLED):
+            # the caught error's line, under any notes it printed (CUDA's "might be
+            # asynchronously reported ...")
+            above = range(i - 1, max(-1, i - _NOTES_SPAN), -1)
+            caught = next((j for j in above if is_exception(ordered[j])), None)
+            words = EXCEPTION_LINE.match(ordered[caught].message) if caught is not None else None
+            message = (words.group("message") or "") if words else ""
+            return caught if len(message) >= _QUOTED_MIN and message in said else root
     return root
 
 

@@ -95,11 +95,11 @@ def after_the_log(line: LogLine) -> bool:
 
 def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
     """The numbers of the lines a report wrote around its log: its prose outside the code
-    fences, when the fences hold the log (a failure is said inside them), and its
+    fences, when the fences hold the log (the server's records, or a failure, inside them), and its
     environment section (versions, ``CUDA available: False``, torch's warnings)."""
     own: set[int] = set()
     inside = False
-    fenced_failure = False
+    fenced_log = False
     outside: list[int] = []  # positions; whether each reads as the server's is asked at the end
     environment = False
     for i, line in enumerate(lines):
@@ -112,10 +112,10 @@ def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
         if environment:
             own.add(line.number)
         elif inside:
-            fenced_failure = fenced_failure or says_failed(message)
+            fenced_log = fenced_log or line.has_sglang_prefix or says_failed(message)
         else:
             outside.append(i)
-    if fenced_failure:  # most logs hold no fence: their lines are never asked
+    if fenced_log:  # most logs hold no fence: their lines are never asked
         own.update(lines[i].number for i in outside if not _reads_as_log(lines, i))
     return own | _prose_above_the_log(lines)
 

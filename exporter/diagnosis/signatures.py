@@ -125,6 +125,15 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Not enough space for mamba|state cache is too small to serve any requests",
         100,
     ),
+    sig(
+        # The radix cache finding no free state slot for a request's forked or loaded-back
+        # state (mamba_radix_cache, the unified cache's mamba component; 0.5.16+).
+        "mamba_no_slot",
+        C.MAMBA_CACHE_EXHAUSTED,
+        ("alloc mamba",),
+        r"(?<![\"'])Can ?not alloc mamba",  # not the assert's source line, quoting it
+        90,
+    ),
     # --- KV pool exhausted while serving
     sig(
         "prefill_decode_oom",
@@ -631,6 +640,23 @@ SIGNATURES: tuple[Signature, ...] = (
         94,
     ),
     sig(
+        # NVSHMEM (DeepEP's transport between nodes) failing to set up: its own lines, from
+        # the node that failed; the other nodes' collectives then time out waiting for it.
+        "nvshmem_setup",
+        C.DISTRIBUTED_INIT,
+        (
+            "transport create connect failed",
+            "NULL value mem registration",
+            "nvshmem setup connections failed",
+            "nvshmemi_common_init failed",
+            "nvshmemx_init_attr status",
+        ),
+        r"transport create connect failed|NULL value mem registration"
+        r"|nvshmem setup connections failed|nvshmemi_common_init failed"
+        r"|nvshmemx_init_attr status \d",
+        101,  # above the collective timeouts it leaves behind on the other nodes
+    ),
+    sig(
         "collective_setup",
         C.DISTRIBUTED_INIT,
         (
@@ -926,17 +952,19 @@ SIGNATURES: tuple[Signature, ...] = (
             "Too long with no output",
             "runner has received a shutdown signal",
             "TERM_RUNLIMIT",
+            "timeout: sending signal",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
         # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
-        # (GitHub's, GitLab's, CircleCI's no-output limit), a CI runner shut down under its job
+        # (GitHub's, GitLab's, CircleCI's no-output limit), a CI runner shut down under its job,
+        # a script's own limit (coreutils' timeout --verbose)
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
         r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time"
         r"|Job failed: execution took longer than|Too long with no output \(exceeded"
         r"|The runner has received a shutdown signal"
-        r"|^TERM_RUNLIMIT: job killed",
+        r"|^TERM_RUNLIMIT: job killed|^timeout: sending signal \w+ to command",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(

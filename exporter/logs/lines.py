@@ -98,8 +98,9 @@ class LogLine:
         return self.timestamp is not None
 
 
-def parse_line(number: int, raw: str) -> LogLine:
-    """Split ``raw`` into wrappers and message; never raises."""
+def parse_line(number: int, raw: str, nodes: NodeLabels | None = None) -> LogLine:
+    """Split ``raw`` into wrappers and message; never raises. ``nodes``: the names of the
+    nodes the log has shown so far, learned and peeled (a reader's, for its whole log)."""
     text = raw.strip()
     if "\x1b" in text:
         text = _ANSI_ESCAPE.sub("", text).strip()
@@ -114,10 +115,39 @@ def parse_line(number: int, raw: str) -> LogLine:
         # The innermost timestamp is the writer's; outer ones are when a collector saw it.
         text, foreign_ts = peeled, timestamp or foreign_ts
     match = _SGLANG_PREFIX.match(text)
+    if match is None and nodes is not None and text.startswith("["):
+        peeled = nodes.peel(text)
+        if peeled is not None:
+            text, match = peeled, _SGLANG_PREFIX.match(peeled)
     if match is None:
         return LogLine(number, raw, text, None, "", foreign_ts)
     timestamp, ranks = match.groups()
     return LogLine(number, raw, text[match.end() :], timestamp, ranks[1:], foreign_ts)
+
+
+class NodeLabels:
+    """The names a multi-node paste puts before each node's lines ("[node1] ", "[gpu-b07] "),
+    learned where one stands before a record, a traceback or its frame: only a learned name
+    is peeled, so a library's own bracketed tag ("[aiter] ", "[c10d] ") stays its words."""
+
+    def __init__(self) -> None:
+        self._known: set[str] = set()
+
+    def peel(self, text: str) -> str | None:
+        """``text`` without its node's name, or None when it has none."""
+        match = _NODE_LABEL.match(text)
+        if match is None:
+            return None
+        label, rest = match.group(1), text[match.end() :].lstrip()
+        if label not in self._known:
+            if not _LABELLED_LOG.match(rest):
+                return None
+            self._known.add(label)
+        return rest
+
+
+_NODE_LABEL = re.compile(r"\[([a-z][\w.-]*)\](?: |$)")
+_LABELLED_LOG = re.compile(r"\[\d{4}-\d\d-\d\d |Traceback \(most recent call last\)|File \"")
 
 
 # One match says whether any wrapper is there at all: most lines without SGLang's prefix

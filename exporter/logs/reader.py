@@ -9,7 +9,7 @@ from typing import BinaryIO
 from exporter.logs.events import Event
 from exporter.logs.excerpt import Excerpt
 from exporter.logs.grammar import grammar_for, parse_event
-from exporter.logs.lines import LogLine, parse_line
+from exporter.logs.lines import LogLine, NodeLabels, parse_line
 from exporter.logs.splitter import DEFAULT_MAX_LINE_BYTES, line_batches
 from exporter.logs.tracebacks import TracebackAssembler
 from exporter.logs.unwrap import Rejoined, Rejoiner, wrap_width
@@ -47,6 +47,7 @@ class LogReader:
         self.excerpt = excerpt
         self.stats = ReaderStats()
         self._rejoiner = Rejoiner(wrap_width) if wrap_width else None
+        self._nodes = NodeLabels()
 
     def feed(self, raw_lines: Iterable[str]) -> list[Event]:
         if self._rejoiner is not None:
@@ -61,16 +62,16 @@ class LogReader:
         keep, kept = self._keep, self.lines
         tracebacks, patterns = self._tracebacks, self._patterns
         excerpt = self.excerpt.add if self.excerpt is not None else None
-        rejoined = Rejoined
+        rejoined, nodes = Rejoined, self._nodes
         for raw in raw_lines:
             number += 1
             if raw.__class__ is rejoined:  # numbered and shown as its first row
-                line = parse_line(number, raw.text)
+                line = parse_line(number, raw.text, nodes)
                 line.raw = raw.first
                 number += raw.rows - 1
                 continued += raw.rows - 1  # rows of a record: known or not with it
             else:
-                line = parse_line(number, raw)
+                line = parse_line(number, raw, nodes)
             if keep:
                 kept.append(line)
             finished = tracebacks.feed(line)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.diagnosis.classify import Confidence, Outcome, classify
-from exporter.diagnosis.reading import last_meaningful
+from exporter.diagnosis.reading import caught_cause, last_meaningful
 from exporter.diagnosis.taxonomy import FailureClass as C
 from exporter.logs.lines import parse_line
 from exporter.logs.reader import read_log
@@ -681,3 +681,49 @@ def test_a_swallowed_import_is_the_cause_and_the_architecture_it_hid_the_runner_
     assert result.root_cause_line.startswith("[2025-05-06 10:11:21] Ignore import error")
     assert result.runner_up is C.UNSUPPORTED_MODEL
     assert run(unregistered).failure_class is C.UNSUPPORTED_MODEL
+
+
+def test_an_import_that_failed_for_another_model_is_not_why_the_architecture_is_missing():
+    """Every release fails to import some models it does not need and says so: only a
+    module that may hold the architecture the error names is its cause."""
+    unsupported = raised_in(
+        f"{SITE}/sglang/srt/models/registry.py",
+        "_raise_for_unsupported",
+        "ValueError: Model architectures ['Ovis2_5'] are not supported for now.",
+    )
+    other_model = (
+        "[2026-02-20 10:44:05] Ignore import error when loading sglang.srt.models.glm4v_moe: "
+        "No module named 'transformers.models.glm4v_moe'\n"
+    )
+    assert run(other_model + unsupported).failure_class is C.UNSUPPORTED_MODEL
+    its_model = other_model.replace("glm4v_moe", "ovis2_5")
+    assert run(its_model + unsupported).failure_class is C.DEPENDENCY_ERROR
+
+
+def test_a_handler_that_raises_anew_with_the_caught_errors_words_is_rooted_at_the_caught_one():
+    caught = "RuntimeError: CUDA error: out of memory"
+    text = (
+        raised_in(f"{SITE}/sglang/srt/model_executor/cuda_graph_runner.py", "capture", caught)
+        + "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        + raised_in(
+            f"{SITE}/sglang/srt/model_executor/cuda_graph_runner.py",
+            "__init__",
+            "Exception: Capture CUDA graph failed: CUDA error: out of memory",
+        )
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_GRAPH_OOM, caught)
+    # A handler whose own words do not quote the caught error raised something else.
+    other = text.replace(
+        "Exception: Capture CUDA graph failed: CUDA error: out of memory",
+        "Exception: Capture CUDA graph failed: the graph pool is exhausted",
+    )
+    lines, _ = read_log(other)
+    handler = next(i for i, line in enumerate(lines) if line.message.startswith("Exception:"))
+    assert caught_cause(lines, handler) == handler
+    assert caught_cause(read_log(text)[0], handler) == 5  # the caught error's line

@@ -37,6 +37,7 @@ SERVING = (
         "2026-07-08T02:19:03.2279155Z ##[error]The runner has received a shutdown signal. This"
         " can happen when the runner service is stopped",
         '2026-02-11T09:14:52Z  Terminated  Exit Code: 137, Exit Message: "OOM Killed"',
+        "timeout: sending signal KILL to command \u2018python3\u2019",
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):

@@ -2,7 +2,7 @@
 
 - ``tests/data/sglang-0.5.9-cpu`` and ``sglang-0.5.23-cpu``: real SGLang runs on this
   machine's CPU, recorded by ``tests/data/record_sglang_logs.py`` (each failure real).
-- ``tests/data/heldout``, ``heldout2`` to ``heldout60``: 60, 7 x 50, 40 and 45 logs, each set
+- ``tests/data/heldout``, ``heldout2`` to ``heldout65``: 60, 7 x 50, 40 and 45 logs, each set
   written by a separate engineer from the reference material and the libraries' source
   without reading the classifier, in the shapes real reports take. The issue's targets
   apply: at least 95% classes and 90% exact root-cause lines, except where FLOORS holds a
@@ -84,6 +84,11 @@ HELDOUT_SETS = (
     "heldout58",
     "heldout59",
     "heldout60",
+    "heldout61",
+    "heldout62",
+    "heldout63",
+    "heldout64",
+    "heldout65",
 )
 # Sets still short of the targets: right classes and root lines, a floor that only rises.
 # heldout9 (40 logs) read 31 and 33 blind; tuned on the families its misses showed.
@@ -102,6 +107,9 @@ HELDOUT_SETS = (
 # families its misses showed (a liveness probe's kill or hang, a job's own scancel, a past
 # OOM kill of a pod that serves now); heldout58 (reports in Chinese) read 40/33, its root
 # lines short where writers disagree (an NFS stall or the last shard, CANN's coded line).
+# heldout61 (a sixth random month, spring 2025) read 37/38 blind; its class misses are
+# conventions writers split on (an Xid 8 before SGLang's watchdog, "no kernel image" as the
+# build's or the device's) and a server gone silent under load, stopped with ^C.
 # heldout12 (45 logs) meets the class target, not the root one since Ascend's AI Core faults
 # are read as the device's, at torch_npu's line, as two other writers label them: its f015
 # calls the same report a kernel error rooted at "EZ9999: Inner Error!".
@@ -121,6 +129,7 @@ FLOORS = {
     "heldout51": (40, 35),
     "heldout57": (35, 33),
     "heldout58": (40, 35),
+    "heldout61": (37, 38),
 }
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}

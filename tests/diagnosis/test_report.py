@@ -68,3 +68,26 @@ def test_torchs_cuda_initialization_warning_is_where_the_error_was_said_first():
         f"RuntimeError: {message}",
     ]
     assert run(lines).root_cause_line == warning
+
+
+def test_the_question_below_a_fenced_log_that_stopped_is_not_its_last_progress():
+    """A startup that went quiet: the fences hold the server's records, so the reporter's
+    sentence after them is theirs, and the last shard loaded is the root."""
+    stalled = [
+        "[2026-01-08 09:01:57 TP0] Load weight begin. avail mem=78.53 GB",
+        "Loading safetensors checkpoint shards:  43% Completed | 13/30 [06:51<09:12, 31.64s/it]",
+    ]
+    after = "nothing after that, it's been 40 min. GPU util 0%, python in D state on our NFS share"
+    result = run(
+        [
+            "is it normal to take 40+ min to load llama 3.3 70b?",
+            "",
+            "```",
+            *stalled,
+            "```",
+            "",
+            after,
+        ]
+    )
+    assert result.failure_class is C.HANG_TIMEOUT
+    assert result.root_cause_line == stalled[-1]
