@@ -91,6 +91,11 @@ LABELLED_SETS = {
     "heldout63": DATA / "heldout63",
     "heldout64": DATA / "heldout64",
     "heldout65": DATA / "heldout65",
+    "heldout66": DATA / "heldout66",
+    "heldout67": DATA / "heldout67",
+    "heldout68": DATA / "heldout68",
+    "heldout69": DATA / "heldout69",
+    "heldout70": DATA / "heldout70",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

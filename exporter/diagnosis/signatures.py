@@ -258,6 +258,15 @@ SIGNATURES: tuple[Signature, ...] = (
         100,
     ),
     sig(
+        # getopt's own rejection, a C program's (an init wrapper such as dumb-init or tini
+        # given the server's flags as its own)
+        "getopt",
+        C.INVALID_ARGUMENT,
+        ("unrecognized option '", "invalid option -- "),
+        r"^[\w./-]+: (?:unrecognized option '--?[\w-]+'|invalid option -- '?\w'?)",
+        90,
+    ),
+    sig(
         # The in-process Engine (sgl.Engine(**kwargs)) takes its options as keywords of
         # ServerArgs: one it does not have (vLLM's gpu_memory_utilization) is an unknown flag.
         "server_args_keyword",
@@ -953,19 +962,53 @@ SIGNATURES: tuple[Signature, ...] = (
             "runner has received a shutdown signal",
             "TERM_RUNLIMIT",
             "timeout: sending signal",
+            "Cancelling nested steps",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
         # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
         # (GitHub's, GitLab's, CircleCI's no-output limit), a CI runner shut down under its job,
-        # a script's own limit (coreutils' timeout --verbose)
+        # a script's own limit (coreutils' timeout --verbose), Jenkins' timeout step
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
         r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time"
         r"|Job failed: execution took longer than|Too long with no output \(exceeded"
         r"|The runner has received a shutdown signal"
-        r"|^TERM_RUNLIMIT: job killed|^timeout: sending signal \w+ to command",
+        r"|^TERM_RUNLIMIT: job killed|^timeout: sending signal \w+ to command"
+        r"|^Cancelling nested steps due to timeout",
         65,  # a batch system or the cluster stopped it: killed from outside
+    ),
+    sig(
+        # A supervisor, a platform or the shell saying it stopped the server for a limit of
+        # its own, in words no batch system above uses: a preemption or an outbid rental
+        # (SkyPilot, Vast.ai), an account out of credit (RunPod), a memory limit it enforces
+        # by restarting (PM2's --max-memory-restart, a watchdog's RSS over its limit), a time
+        # limit (systemd's RuntimeMaxSec, a workflow step's deadline), a resource limit the
+        # kernel enforces with a signal (the shell's "CPU time limit exceeded"), zsh's report
+        # of a job killed, Docker Swarm's task that exited with 128 + a fatal signal.
+        "stopped_from_outside",
+        C.KILLED_BY_SIGNAL,
+        (
+            "preempted",
+            "outbid",
+            "insufficient balance",
+            "insufficient funds",
+            "max-memory-restart",
+            " > limit",
+            "runtime time limit",
+            "exceeded its deadline",
+            "limit exceeded",
+            "zsh: ",
+            "non-zero exit (",
+        ),
+        r"\b(?:cluster|instance|node|pod|job|vm|task) (?:is |was |has been |got )?preempted\b"
+        r"|\boutbid by\b|\binsufficient (?:balance|funds)\b"
+        r"|exceeds? (?:the )?--max-memory-restart|\bRSS \d+ > limit \d+"
+        r"|reached runtime time limit|\bexceeded its deadline\b"
+        r"|(?:^|\s)(?:CPU time|File size) limit exceeded"
+        r"|^zsh: (?:killed|segmentation fault|bus error|abort)\b"
+        rf"|non-zero exit \({_SIGNAL_EXIT}\)",
+        65,  # as a batch system's kill: from outside
     ),
     sig(
         # The host going down under the server (an unattended upgrade's reboot, a shutdown):

@@ -38,6 +38,23 @@ SERVING = (
         " can happen when the runner service is stopped",
         '2026-02-11T09:14:52Z  Terminated  Exit Code: 137, Exit Message: "OOM Killed"',
         "timeout: sending signal KILL to command \u2018python3\u2019",
+        "Cancelling nested steps due to timeout",
+        "I 02-19 03:06:51 recovery_strategy.py:201] The cluster is preempted or failed.",
+        "2026-05-27T22:56:31Z Instance stopped: outbid by a higher-priority rental",
+        "2025-05-27T22:56:31Z pod stopped: insufficient balance",
+        "2026-04-17T15:30:41: PM2 log: [PM2][WORKER] Process 0 restarted because it exceeds "
+        "--max-memory-restart value (current_memory=25769803776 max_memory_limit=24696061952)",
+        "memmon: restarting sglang, RSS 25769803776 > limit 24696061952",
+        "Sep 02 04:00:12 llm-prod-3 systemd[1]: sglang.service: Service reached runtime time "
+        "limit. Stopping.",
+        "\u2514\u2500\u2500\u2500\u2716 serve-and-score  serve-score  eval-7hx2c-serve-2213  30m"
+        "  Step exceeded its deadline",
+        "/opt/llm/run_sglang.sh: line 17:  1190 File size limit exceeded(core dumped) python3 -m "
+        "sglang.launch_server",
+        "CPU time limit exceeded (core dumped)",
+        "zsh: killed     python -m sglang.launch_server --model-path /data/ckpt --tp 2",
+        '\\_ llm_sglang.1  lmsysorg/sglang:v0.5.9  Shutdown 9 minutes ago  "task: non-zero exit '
+        '(137): dockerexec: unhealthy container"',
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):

@@ -308,6 +308,15 @@ def test_argparse_error_is_invalid_argument_and_not_retried():
     assert result.root_cause_line == "launch_server.py: error: unrecognized arguments: --foo"
 
 
+def test_a_wrapper_rejecting_the_servers_flags_as_its_own_is_invalid_argument():
+    """getopt's words, a C program's: an init wrapper (dumb-init, tini) handed the server's
+    flags because the entrypoint lost its ``--`` or its command."""
+    rejected = "sglang-1  | /usr/bin/dumb-init: unrecognized option '--model-path'"
+    result = run(f"sglang-1  | Usage: dumb-init [option] command [[arg] ...]\n{rejected}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, rejected)
+    assert run("tini: invalid option -- 'z'\n").failure_class is C.INVALID_ARGUMENT
+
+
 def test_an_adapter_whose_weights_do_not_fit_the_base_models_buffers_is_a_model_load_error():
     log = TRACEBACK.format(
         path="/x/sglang/srt/lora/mem_pool.py",
