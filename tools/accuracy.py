@@ -96,6 +96,11 @@ LABELLED_SETS = {
     "heldout68": DATA / "heldout68",
     "heldout69": DATA / "heldout69",
     "heldout70": DATA / "heldout70",
+    "heldout71": DATA / "heldout71",
+    "heldout72": DATA / "heldout72",
+    "heldout73": DATA / "heldout73",
+    "heldout74": DATA / "heldout74",
+    "heldout75": DATA / "heldout75",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

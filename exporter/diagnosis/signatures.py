@@ -233,12 +233,14 @@ SIGNATURES: tuple[Signature, ...] = (
             "failed to listen on any",
             "failed to bind to",
             "code: -98",
+            "port is already allocated",
         ),
         # ... but not an address this host does not have (errno 99, EADDRNOTAVAIL): no port
         # is taken, the address is wrong
         r"^(?!.*(?:EADDRNOTAVAIL|errno: 99\b|code: -99\b|[Cc]annot assign requested address))"
         r".*(?:(?i:address already in use)|EADDRINUSE|\[Errno 98\]|errno: 98\b"
-        r"|failed to listen on any local network|socket has failed to bind to|code: -98\b)",
+        r"|failed to listen on any local network|socket has failed to bind to|code: -98\b"
+        r"|port is already allocated)",  # docker publishing a host port another holds
         100,
     ),
     sig(
@@ -985,7 +987,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # by restarting (PM2's --max-memory-restart, a watchdog's RSS over its limit), a time
         # limit (systemd's RuntimeMaxSec, a workflow step's deadline), a resource limit the
         # kernel enforces with a signal (the shell's "CPU time limit exceeded"), zsh's report
-        # of a job killed, Docker Swarm's task that exited with 128 + a fatal signal.
+        # of a job killed, Docker Swarm's task that exited with 128 + a fatal signal
         "stopped_from_outside",
         C.KILLED_BY_SIGNAL,
         (
@@ -1000,6 +1002,11 @@ SIGNATURES: tuple[Signature, ...] = (
             "limit exceeded",
             "zsh: ",
             "non-zero exit (",
+            "limit exceeded",
+            "ime limit (",
+            "exceeded timeout",
+            "memory limit of",
+            "all available RAM",
         ),
         r"\b(?:cluster|instance|node|pod|job|vm|task) (?:is |was |has been |got )?preempted\b"
         r"|\boutbid by\b|\binsufficient (?:balance|funds)\b"
@@ -1007,7 +1014,13 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|reached runtime time limit|\bexceeded its deadline\b"
         r"|(?:^|\s)(?:CPU time|File size) limit exceeded"
         r"|^zsh: (?:killed|segmentation fault|bus error|abort)\b"
-        rf"|non-zero exit \({_SIGNAL_EXIT}\)",
+        rf"|non-zero exit \({_SIGNAL_EXIT}\)"
+        # ... and a platform's or a task queue's own limit, said as exceeded: Celery's hard time
+        # limit, a Space's or a notebook's memory, AWS Batch's attempt duration, HTCondor's
+        # cgroup memory limit
+        r"|\b(?:[Hh]ard )?[Tt]ime limit \(\S+\) exceeded|^Memory limit exceeded\b"
+        r"|\bduration exceeded timeout\b|\bgone over cgroup memory limit\b"
+        r"|\bsession crashed after using all available RAM\b",
         65,  # as a batch system's kill: from outside
     ),
     sig(

@@ -52,6 +52,13 @@ SERVING = (
         "/opt/llm/run_sglang.sh: line 17:  1190 File size limit exceeded(core dumped) python3 -m "
         "sglang.launch_server",
         "CPU time limit exceeded (core dumped)",
+        "[2026-07-21 22:44:09,131: ERROR/MainProcess] Hard time limit (1800s) exceeded for "
+        "tasks.summarize_batch[3f4c1ad2-9a7e-4c11-8f0a-2f3b1e9c7d61]",
+        "Memory limit exceeded (62Gi)",
+        '    "statusReason": "Job attempt duration exceeded timeout",',
+        "9921031.0   mpatel   11/20 08:57 Error from slot1_4@gpu2013: Job has gone over cgroup "
+        "memory limit of 61440 megabytes.",
+        "Your session crashed after using all available RAM.",
         "zsh: killed     python -m sglang.launch_server --model-path /data/ckpt --tp 2",
         '\\_ llm_sglang.1  lmsysorg/sglang:v0.5.9  Shutdown 9 minutes ago  "task: non-zero exit '
         '(137): dockerexec: unhealthy container"',

@@ -308,6 +308,16 @@ def test_argparse_error_is_invalid_argument_and_not_retried():
     assert result.root_cause_line == "launch_server.py: error: unrecognized arguments: --foo"
 
 
+def test_docker_publishing_a_host_port_another_holds_is_port_in_use():
+    refused = (
+        "Error response from daemon: failed to set up container networking: driver failed "
+        "programming external connectivity on endpoint llm-sglang-1: Bind for 0.0.0.0:30000 "
+        "failed: port is already allocated"
+    )
+    result = run(f"$ docker compose up -d\n{refused}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.PORT_IN_USE, refused)
+
+
 def test_a_wrapper_rejecting_the_servers_flags_as_its_own_is_invalid_argument():
     """getopt's words, a C program's: an init wrapper (dumb-init, tini) handed the server's
     flags because the entrypoint lost its ``--`` or its command."""
