@@ -52,6 +52,7 @@ _OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
 _CUDA_INIT_WARNING = "UserWarning: CUDA initialization: "
 _QUOTED_MIN = 24  # of the caught error's message: words, not a bare code
 _NOTES_SPAN = 8  # lines from a caught error down to the "During handling" under it
+_CAUSE_SPAN = 4  # lines from a cause's exception down to "The above exception ..."
 _CUDA_INIT_WORDS = 30  # of the exception's message, found in the warning
 _CUDA_INIT_SPAN = 300  # lines from the warning (at import) to the exception (at first use)
 _OWN_EXIT_CODE = re.compile(r"^Exit code: \d+$")
@@ -509,9 +510,16 @@ def compiler_cause(ordered: Sequence[LogLine], root: int) -> int:
         if ordered[i].has_sglang_prefix or ordered[i].message.startswith(HANDLED):
             break  # the traceback's chain starts no further up
         if ordered[i].message.startswith(DIRECT_CAUSE):
-            before = (j for j in range(i - 1, max(-1, i - 4), -1) if is_exception(ordered[j]))
-            return next(before, root)
+            cause = _raised_above(ordered, i, _CAUSE_SPAN)
+            return root if cause is None else cause
     return root
+
+
+def _raised_above(ordered: Sequence[LogLine], marker: int, span: int) -> int | None:
+    """The exception line of the traceback a chain marker ("The above exception ...",
+    "During handling ...") follows: within ``span`` lines above it, under any notes."""
+    above = range(marker - 1, max(-1, marker - span), -1)
+    return next((j for j in above if is_exception(ordered[j])), None)
 
 
 def caught_cause(ordered: Sequence[LogLine], root: int) -> int:
@@ -525,10 +533,9 @@ def caught_cause(ordered: Sequence[LogLine], root: int) -> int:
         if ordered[i].has_sglang_prefix:
             break  # the traceback's chain starts no further up
         if ordered[i].message.startswith(HANDLED):
-            # the caught error's line, under any notes it printed (CUDA's "might be
-            # asynchronously reported ...")
-            above = range(i - 1, max(-1, i - _NOTES_SPAN), -1)
-            caught = next((j for j in above if is_exception(ordered[j])), None)
+            # under any notes the caught error printed (CUDA's "might be asynchronously
+            # reported ...")
+            caught = _raised_above(ordered, i, _NOTES_SPAN)
             words = EXCEPTION_LINE.match(ordered[caught].message) if caught is not None else None
             message = (words.group("message") or "") if words else ""
             return caught if len(message) >= _QUOTED_MIN and message in said else root

@@ -1002,7 +1002,6 @@ SIGNATURES: tuple[Signature, ...] = (
             "limit exceeded",
             "zsh: ",
             "non-zero exit (",
-            "limit exceeded",
             "ime limit (",
             "exceeded timeout",
             "memory limit of",
