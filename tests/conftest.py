@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -10,7 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -19,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.exposition import render
+from exporter.identity import ProcessIdentity, identify
 
 # The reliability harness's fixtures (launchers, daemons, supervise), for every test folder.
 pytest_plugins = ["tests.harness.reliability"]
@@ -212,19 +214,19 @@ def nvml(fake_library: Path, tmp_path: Path, monkeypatch) -> Iterator[FakeNvml]:
     reset_pynvml()
 
 
-def live_in_sessions(leaders: dict[int, float]) -> list[psutil.Process]:
-    """Live (not zombie) processes in the sessions of these launchers (pid -> create time),
-    created no earlier than their launcher: what an attempt left behind."""
+def live_in_sessions(leaders: Iterable[ProcessIdentity]) -> list[psutil.Process]:
+    """Live (not zombie) processes in the sessions of these launchers, started no earlier
+    than their launcher: what an attempt left behind. Starts are the kernel's (clock ticks
+    since boot), which a stepped clock does not move."""
+    starts = {leader.pid: leader.start_ticks for leader in leaders}
     found = []
-    for proc in psutil.process_iter(["create_time", "status"]):
+    for pid in psutil.pids():
         try:
-            sid = os.getsid(proc.pid)
+            sid = os.getsid(pid)
         except OSError:
             continue
-        if (
-            sid in leaders
-            and proc.info["create_time"] >= leaders[sid]
-            and proc.info["status"] != psutil.STATUS_ZOMBIE
-        ):
-            found.append(proc)
+        member = identify(pid) if sid in starts else None
+        if member is not None and member.start_ticks >= starts[sid] and member.alive():
+            with contextlib.suppress(psutil.Error):
+                found.append(psutil.Process(pid))
     return found

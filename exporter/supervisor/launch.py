@@ -181,7 +181,9 @@ def start(spec: LaunchSpec, clock: Callable[[], float]) -> Started | NotLaunched
     except SpawnError as error:
         return NotLaunched(str(error), started)
     point_current(spec.log_path.parent, spec.log_path)
-    return Started(identify(popen.pid) or ProcessIdentity(popen.pid, started), popen, started)
+    leader = identify(popen.pid)
+    assert leader is not None  # our child, not yet waited for: /proc keeps even a zombie
+    return Started(leader, popen, started)
 
 
 def attempt(

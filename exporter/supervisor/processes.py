@@ -166,7 +166,7 @@ class AttemptProcesses:
                 return None
             ident = identify(pid)
             # An older session with the same id (the pid was reused) is not ours.
-            if ident is None or ident.create_time < self.leader.create_time:
+            if ident is None or ident.start_ticks < self.leader.start_ticks:
                 return None
             # The pid may have changed hands between the calls: only if the same process
             # holds it before and after did the session id belong to it.

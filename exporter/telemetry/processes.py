@@ -51,7 +51,7 @@ def inspect(leader: ProcessIdentity, members: Sequence[ProcessIdentity]) -> list
         try:
             proc = psutil.Process(member.pid)
             with proc.oneshot():
-                if proc.create_time() != member.create_time:
+                if not member.holds_pid():
                     continue
                 role, rank = role_of(" ".join(proc.cmdline()), member == leader)
                 times = proc.cpu_times()

@@ -19,6 +19,7 @@ import httpx
 import psutil
 
 from exporter.history import History
+from exporter.identity import ProcessIdentity, identify
 from exporter.supervisor.watch import LOST_MEMBER_GRACE_S
 from tests.conftest import live_in_sessions, wait
 from tests.e2e.conftest import lone_first_node, write_config
@@ -170,13 +171,13 @@ def test_as_pid_1_on_sglang_kills_are_seen_at_once_no_zombie_stays_sigterm_ends_
     assert changes[:6] == [503, 200, 503, 200, 503, 200] and changes[6:] in ([], [503]), changes
 
 
-def children_sessions(parent: psutil.Process) -> dict[int, float]:
-    """The sessions of the launchers a daemon process started (each leads its own)."""
-    out = {}
+def children_sessions(parent: psutil.Process) -> set[ProcessIdentity]:
+    """The launchers a daemon process started (each leads its own session)."""
+    out = set()
     for child in parent.children():
-        with contextlib.suppress(psutil.Error):
-            if os.getsid(child.pid) == child.pid:
-                out[child.pid] = child.create_time()
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getsid(child.pid) == child.pid and (leader := identify(child.pid)):
+                out.add(leader)
     return out
 
 
@@ -188,7 +189,7 @@ def stop_with_sigterm_once_sglang_runs(command: list[str], tmp_path: Path, name:
         proc = subprocess.Popen(
             command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True
         )
-    sessions: dict[int, float] = {}
+    sessions: set[ProcessIdentity] = set()
     try:
         parent = psutil.Process(proc.pid)
 
@@ -259,6 +260,6 @@ def test_a_rank_of_a_two_node_group_that_cannot_form_exits_4_with_the_message(
     text = message.read_text()
     assert text.startswith("sglang-sentinel: group member failed (exit code 4)\n")
     assert "class: hang_timeout" in text and "recreates the whole group" in text
-    assert not live_in_sessions({p["pid"]: p["create_time"] for p in attempt.processes}), (
+    assert not live_in_sessions(ProcessIdentity.from_json(p) for p in attempt.processes), (
         "SGLang was left running"
     )

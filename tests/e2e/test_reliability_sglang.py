@@ -19,7 +19,7 @@ import httpx
 import psutil
 
 from exporter.history import History
-from exporter.identity import ProcessIdentity
+from exporter.identity import ProcessIdentity, identify
 from tests.conftest import live_in_sessions, wait
 from tests.e2e.conftest import write_config
 
@@ -48,7 +48,7 @@ def phase_of(log: Path | None) -> str:
 
 def sessions_of(leaders: set[ProcessIdentity]) -> list[psutil.Process]:
     """Live processes in an attempt's session (created no earlier than its launcher)."""
-    return live_in_sessions({leader.pid: leader.create_time for leader in leaders})
+    return live_in_sessions(leaders)
 
 
 def launchers_on(port: int, since: float) -> list[psutil.Process]:
@@ -198,7 +198,7 @@ def test_daemon_kill_9_at_20_points_of_one_attempts_life(tmp_path, runtime, mode
                 running.kill()
                 running.wait(timeout=30)
         # What a failure left behind: processes of this test's attempts only.
-        strays = {ProcessIdentity(p.pid, p.info["create_time"]) for p in launchers_on(port, since)}
+        strays = {i for p in launchers_on(port, since) if (i := identify(p.pid))}
         for proc in sessions_of(leaders() | strays):
             with contextlib.suppress(psutil.Error):
                 proc.kill()

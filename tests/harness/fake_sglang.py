@@ -6,7 +6,7 @@ daemon checks a config's flags against the program's --help before a launch). It
 the standard library only. Everything it starts lives at most LIFETIME_S, so even a leak
 found by a failing test ends by itself.
 
-With FAKE_SGLANG_REGISTRY set, it appends ``pid create_time`` of itself to that file at
+With FAKE_SGLANG_REGISTRY set, it appends ``pid start_ticks`` of itself to that file at
 start: the tests find every launcher a daemon started, recorded in the history or not.
 """
 
@@ -46,15 +46,12 @@ def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def create_time() -> float:
-    """This process's start time as psutil computes it (its identity in the daemon), with
+def start_ticks() -> int:
+    """This process's start in clock ticks since boot (its identity in the daemon), with
     the standard library only: an unprivileged test runs this under the system Python."""
     with open("/proc/self/stat", "rb") as handle:
         data = handle.read()
-    ticks = float(data[data.rfind(b")") + 2 :].split()[19])
-    with open("/proc/stat", "rb") as handle:
-        boot = next(float(line.split()[1]) for line in handle if line.startswith(b"btime"))
-    return ticks / os.sysconf("SC_CLK_TCK") + boot
+    return int(data[data.rfind(b")") + 2 :].split()[19])
 
 
 def digest(value: str | None) -> str | None:
@@ -114,7 +111,7 @@ def main() -> int:
     registry = os.environ.get("FAKE_SGLANG_REGISTRY")
     if registry:
         with open(registry, "a") as handle:
-            handle.write(f"{os.getpid()} {create_time()!r}\n")
+            handle.write(f"{os.getpid()} {start_ticks()}\n")
     if args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.report:

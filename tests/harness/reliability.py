@@ -153,8 +153,8 @@ class Launchers:
         out = []
         text = self.path.read_text() if self.path.exists() else ""
         for line in text.splitlines():
-            pid, created = line.split()
-            out.append(ProcessIdentity(int(pid), float(created)))
+            pid, start_ticks = line.split()
+            out.append(ProcessIdentity(int(pid), int(start_ticks)))
         return out
 
     def alive(self) -> list[ProcessIdentity]:
@@ -162,7 +162,7 @@ class Launchers:
 
     def members(self) -> list[psutil.Process]:
         """Live (not zombie) processes in a launcher's session, created no earlier than it."""
-        return live_in_sessions({launcher.pid: launcher.create_time for launcher in self.all()})
+        return live_in_sessions(self.all())
 
     def reap(self) -> None:
         for proc in self.members():

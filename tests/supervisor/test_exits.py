@@ -87,7 +87,7 @@ def test_a_pid_now_held_by_another_process_is_reported_gone(watch, children):
     """The identity's pid is alive but holds a process started at another time: the watch
     must not take that stranger for ours."""
     _child, identity = start(children)
-    impostor = ProcessIdentity(identity.pid, identity.create_time - 100.0)
+    impostor = ProcessIdentity(identity.pid, identity.start_ticks - 100)
     watch.watch(impostor)
     assert watch.wait(0.0) == [impostor]
     assert children[0].poll() is None, "the stranger was not touched"

@@ -15,12 +15,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
 
-from exporter.identity import ProcessIdentity, describe, identify
+from exporter.identity import ProcessIdentity, describe, identify, this_boot
 from exporter.supervisor.processes import (
     AttemptProcesses,
     SpawnError,
@@ -36,11 +37,11 @@ DEADLINE_S = 10.0
 HELPER = r"""
 import multiprocessing, os, signal, subprocess, sys, time
 
-import psutil
-
 
 def record(records, role):
-    line = f"{role} {os.getpid()} {psutil.Process().create_time()!r}\n"
+    with open("/proc/self/stat", "rb") as fh:  # the start in clock ticks since boot
+        stat = fh.read()
+    line = f"{role} {os.getpid()} {int(stat[stat.rfind(b')') + 2:].split()[19])}\n"
     with open(records, "a") as fh:  # one small O_APPEND write: lines never interleave
         fh.write(line)
 
@@ -125,8 +126,8 @@ class Procs:
     def identities(self) -> dict[str, ProcessIdentity]:
         found = {}
         for line in self.records.read_text().splitlines():
-            role, pid, create_time = line.split()
-            found[role] = ProcessIdentity(int(pid), float(create_time))
+            role, pid, start_ticks = line.split()
+            found[role] = ProcessIdentity(int(pid), int(start_ticks))
         return found
 
     def wait_for(self, roles: set[str]) -> dict[str, ProcessIdentity]:
@@ -162,7 +163,7 @@ class Procs:
 def _same_process(ident: ProcessIdentity) -> psutil.Process | None:
     try:
         proc = psutil.Process(ident.pid)
-        if proc.create_time() == ident.create_time and proc.status() != psutil.STATUS_ZOMBIE:
+        if ident.alive():
             return proc
     except psutil.Error:
         pass
@@ -210,7 +211,7 @@ def test_identity_with_another_start_time_is_not_alive_nor_signalled(procs: Proc
     real = procs.wait_for({"stranger"})["stranger"]
     assert real == identify(target.pid)
     # Older than the real one: as if the launcher's pid went to a stranger leading a session.
-    impostor = ProcessIdentity(real.pid, real.create_time - 1.0)
+    impostor = ProcessIdentity(real.pid, real.start_ticks - 100)
     assert real.alive() and not impostor.alive()
 
     report = AttemptProcesses(impostor).stop(grace_s=0.2, kill_wait_s=0.2)
@@ -219,6 +220,37 @@ def test_identity_with_another_start_time_is_not_alive_nor_signalled(procs: Proc
     assert real.alive() and procs.signals(real) == []
     target.terminate()
     assert target.wait(timeout=DEADLINE_S) == 0
+
+
+def test_a_stepped_clock_hides_no_process_from_stop(
+    procs: Procs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Breaks: the kernel keeps a process's start as ticks since boot and the boot's
+    wall-clock time apart, and moves the latter when the clock is stepped (NTP, a resumed
+    VM, a starved guest catching up). A start compared in wall-clock seconds read 3 s off
+    after such a step: the launcher looked gone, no signal reached it, and SGLang outlived
+    its daemon (seen in a full run on a loaded machine). Must hold: the identity taken
+    before the step still names the process, and stop() ends it."""
+    target = procs.start("member", str(procs.records), "launcher")
+    real = procs.wait_for({"launcher"})["launcher"]
+    before = real.create_time
+    boot = psutil.boot_time()
+    # psutil's reading of the kernel's btime is where a step shows: move it, as a step would.
+    monkeypatch.setattr(psutil._pslinux, "boot_time", lambda: boot + 3.0)
+    assert psutil.Process(real.pid).create_time() == pytest.approx(before + 3.0)
+    assert identify(real.pid) == real and real.alive()
+
+    report = AttemptProcesses(real, target).stop(grace_s=5.0)
+
+    assert (report.terminated, report.survivors) == (1, [])
+    assert procs.signals(real) == [signal.SIGTERM] and target.returncode == 0
+
+
+def test_an_identity_from_another_boot_or_an_old_record_names_no_process() -> None:
+    me = identify(os.getpid())
+    assert me is not None and me.boot == this_boot()
+    assert not replace(me, boot="a-boot-before-the-last-reboot").alive()
+    assert not ProcessIdentity.from_json({"pid": me.pid, "create_time": me.create_time}).alive()
 
 
 def test_an_ended_session_adopts_no_stranger_that_reuses_its_id(
@@ -442,7 +474,7 @@ def test_signals_are_identity_checked_without_pidfd(
     real = procs.wait_for({"stranger"})["stranger"]
     monkeypatch.setattr(os, "pidfd_open", no_pidfd)
 
-    impostor = AttemptProcesses(ProcessIdentity(real.pid, real.create_time + 1.0))
+    impostor = AttemptProcesses(ProcessIdentity(real.pid, real.start_ticks + 100))
     assert impostor.stop(grace_s=0.1, kill_wait_s=0.1).terminated == 0
     assert real.alive() and procs.signals(real) == []
 

@@ -209,9 +209,9 @@ def test_hang_evidence_needs_the_timeout_of_failing_probes_or_of_silence(tmp_pat
 
 def test_a_gone_member_is_lost_only_once_its_grace_is_over(tmp_path):
     attempt = live_attempt(tmp_path)
-    member = ProcessIdentity(999_999, 1.0)
+    member = ProcessIdentity(999_999, 1)
     attempt.titled[member] = "sglang::scheduler"
-    assert watch.gone_member(attempt, [ProcessIdentity(1, 1.0)], T0) is None
+    assert watch.gone_member(attempt, [ProcessIdentity(1, 1)], T0) is None
     attempt.member_lost = watch.gone_member(attempt, [member], T0)
     assert attempt.member_lost == ("sglang::scheduler (pid 999999)", T0)
     assert watch.gone_member(attempt, [member], T0 + 1) is None  # noticed once
@@ -339,7 +339,7 @@ def test_an_unended_attempt_is_adopted_while_its_leader_lives_else_recorded_lost
     plan = resume.resume_plan(alive.read().attempts, ladder, T0)
     assert plan == resume.Adopt(alive.read().attempts[0], me, None)
     gone = History(tmp_path / "gone")
-    started(gone, 1, processes=[ProcessIdentity(me.pid, me.create_time - 1)])
+    started(gone, 1, processes=[ProcessIdentity(me.pid, me.start_ticks - 1)])
     plan = resume.resume_plan(gone.read().attempts, ladder, T0)
     assert isinstance(plan, resume.RecordLost)
     record = resume.lost_end(plan.record, ladder, T0 + 9)
@@ -354,14 +354,14 @@ def test_resuming_records_the_lost_end_then_plans_past_it(tmp_path):
     ladder = ladder_of(tmp_path)
     me = identify(os.getpid())
     history = History(tmp_path / "state")  # the ladder's state_dir
-    started(history, 1, processes=[ProcessIdentity(me.pid, me.create_time - 1)])
+    started(history, 1, processes=[ProcessIdentity(me.pid, me.start_ticks - 1)])
     plan, stopped = resume.resumed(history, ladder, lambda: T0 + 9, history.append)
     (attempt,) = history.read().attempts
     assert (attempt.ended_at, attempt.failure_class, stopped) == (T0 + 9, "other", 0)
     assert isinstance(plan, resume.Continue) and plan.report.attempt == 1
     # A history that cannot take the record: the plan goes past the unended attempt.
     unwritable = History(tmp_path / "unwritable")
-    started(unwritable, 1, processes=[ProcessIdentity(me.pid, me.create_time - 1)])
+    started(unwritable, 1, processes=[ProcessIdentity(me.pid, me.start_ticks - 1)])
     plan, _ = resume.resumed(unwritable, ladder, lambda: T0 + 9, lambda record: None)
     assert plan == resume.Launch(0, None) and not unwritable.read().attempts[0].ended
 
@@ -425,7 +425,7 @@ def test_an_attempt_is_over_when_its_launcher_exits_its_log_dooms_it_or_a_member
     assert lost == Outcome(lost_process="sglang::scheduler (pid 1)")
     attempt.log.doomed_by = "ERROR: [Errno 98] address already in use"
     assert watch.ended(attempt, T0) == Outcome()
-    gone = replace(attempt, processes=AttemptProcesses(ProcessIdentity(os.getpid(), 1.0)))
+    gone = replace(attempt, processes=AttemptProcesses(ProcessIdentity(os.getpid(), 1)))
     assert watch.ended(gone, T0) == Outcome(exit_code=None)  # not our child: no status
 
 

@@ -37,7 +37,7 @@ def test_the_collector_inspects_the_identities_it_is_handed_and_no_others():
     try:
         member = identify(child.pid)
         # The child's pid with another start time: a stranger holding a reused pid.
-        stranger = ProcessIdentity(child.pid, member.create_time - 100)
+        stranger = ProcessIdentity(child.pid, member.start_ticks - 100)
         asked = []
 
         def members():
