@@ -1,6 +1,7 @@
 """The last layers: what the log's end says when no line names a cause. A traceback the
 paste cut off before its exception, the first error-shaped line, SGLang's teardown alone, a
-restart with no last words, a startup that stopped printing (layers.py asks them last)."""
+restart with no last words, a startup that stopped printing, a server gone silent while
+serving (layers.py asks them last)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from exporter.diagnosis.frames import frames_before, source_line
+from exporter.diagnosis.order import stamped_later
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.reading import (
     CARETS,
@@ -26,6 +28,28 @@ from exporter.logs.lines import LogLine
 
 _EXIT_STATUS_ASKED = re.compile(r"\becho \$\?$")
 _NEXT_CELL = re.compile(r"In \[\d+\]: \S")  # IPython's prompt, with the code typed at it
+# What those around a server say when it stops answering without a word: a health checker's
+# or a client's timeouts and failed checks, a balancer taking it out, the operator's "nothing
+# in the log for 20 minutes". Phrases, not the word "timeout": a flag names it too.
+# A question ("is it hung?") asks; a refused connection is a server not listening (yet).
+_NOT_SILENCE = re.compile(r"\?|connection refused")
+# A command that starts the server: what it printed is the server's run, not a look at it.
+_LAUNCH = re.compile(
+    r"sglang\.launch_server|sglang serve|docker(?:-compose| compose)? (?:run|up)\b"
+)
+_WENT_SILENT = re.compile(
+    r"(?i)\btimed[ -]?out\b|\w*Timeout(?:Error|Exception)?:|\bno (?:response|reply)\b"
+    r"|not (?:responding|answering)|unresponsive|\b(?:hung|hangs|hanging|stuck|froze|frozen)\b"
+    r"|\bnothing (?:[\w,]+ ){0,5}for (?:\d+|an?|over|about|almost) (?:[\w+]+ )?(?:min|hour|h\b)"
+    r"|\bnothing (?:else |more |new )?(?:after|since) (?:that|this|it)\b"
+    r"|\bno (?:new )?(?:output|logs?|lines?|progress|batch|tokens|entries) (?:[\w,]+ ){0,4}"
+    r"(?:for|since|after)\b|timeout of \d+ ?m?s exceeded"
+    r"|failed (?:protocol|health|liveness|readiness) (?:test|check|probe)"
+    r"|(?:health ?checks?|probes?) (?:failed|failing|timed out)|(?:Liveness|Readiness) probe failed"
+    r"|out of (?:the )?(?:pool|rotation)|\bunhealthy\b|exceeded (?:the )?(?:timeout|deadline)"
+    r"|(?-i:Gateway Time-?out)|upstream[_ ](?:reset|request timeout|timed out)"
+    r"|(?<![\w.])504(?![\w.])"  # a proxy's status for an upstream that never answered
+)
 # On layers.py's scale, below everything a line names.
 _ERROR_LINE_SCORE = 16
 _RESTARTED_SCORE = 10
@@ -172,6 +196,50 @@ def by_progress(attempt: Reading) -> Verdict:
             _STOPPED_SCORE,
         )
     return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)
+
+
+def by_silence(attempt: Reading) -> Verdict | None:
+    """A server that served, then printed nothing more, while what follows says it stopped
+    answering (a health checker's failed checks, a client's timeouts, the operator's
+    "nothing after that for 40 minutes"): hung, at its last progress line. A log that just
+    ends while serving says nothing of the kind: a paste cut there, healthy."""
+    if not attempt.steps:
+        return None
+    last, event = attempt.steps[-1]
+    if event.kind not in SERVING or ended_on_purpose(attempt.ordered, last):
+        return None
+    if not _found_not_answering(attempt.ordered, last):
+        return None
+    return Verdict(
+        FailureClass.HANG_TIMEOUT,
+        last,
+        "progress",
+        "went_silent",
+        Confidence.LOW,
+        _STOPPED_SCORE,
+        caveat="the server stopped printing while serving and was found not answering",
+    )
+
+
+def _found_not_answering(ordered: Sequence[LogLine], last: int) -> bool:
+    """Whether a line not the server's says it stopped answering: after its last line, or
+    above it, stamped later (a proxy's 504s pasted first) or shown by a command the operator
+    ran (a load balancer's target health). A reporter's words above the log tell a story,
+    not the state it ended in ("I almost killed it thinking it hung")."""
+    command = None  # where the operator's latest command above the server's lines was typed
+    for i, line in enumerate(ordered):
+        if typed_by_operator(line):
+            command = None if _LAUNCH.search(line.message) else i
+        elif line.has_sglang_prefix:
+            command = None
+        # a record rejoined from a hard wrap reads whole; the report's own words (blanked
+        # for the other layers) as written
+        text = line.message or line.raw
+        if line.has_sglang_prefix or not _WENT_SILENT.search(text) or _NOT_SILENCE.search(text):
+            continue
+        if i > last or command is not None or stamped_later(line, ordered[last], ordered):
+            return True
+    return False
 
 
 def _returned_to_the_shell(ordered: Sequence[LogLine], after: int) -> bool:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from exporter.diagnosis.endings import by_error_lines, by_progress, by_restart
+from exporter.diagnosis.endings import by_error_lines, by_progress, by_restart, by_silence
 from exporter.diagnosis.frames import chained_frames, frames_before, is_frame_text
 from exporter.diagnosis.order import stamped_no_later
 from exporter.diagnosis.origins import by_origin
@@ -60,7 +60,8 @@ def verdicts(attempt: Reading) -> list[Verdict]:
     exception = first_real_exception(attempt.ordered)
     if exception is not None:
         found += _by_exception(attempt, exception)
-    for layer in (_by_error_wording, _by_numbers, _by_outcome, by_error_lines, by_restart):
+    layers = (_by_error_wording, _by_numbers, _by_outcome, by_error_lines, by_restart, by_silence)
+    for layer in layers:
         verdict = layer(attempt)
         if verdict is not None:
             found.append(verdict)

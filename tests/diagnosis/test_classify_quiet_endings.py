@@ -227,3 +227,45 @@ def test_an_eviction_is_the_root_though_the_previous_containers_log_pasted_below
     )
     result = run(log)
     assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, evicted.strip())
+
+
+LAST_BATCH = SERVING.strip()
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        # a health checker's own failed checks
+        "[UTC Jun 23 01:46:33] error    : 'sglang' failed protocol test [HTTP] at "
+        "[127.0.0.1]:30000/health_generate [TCP/IP] -- HTTP: Error receiving data",
+        "httpok: GET http://127.0.0.1:30000/health_generate timed out after 10 seconds",
+        '  "Output": "Health check exceeded timeout (10s)"',
+        # a balancer's verdict, the operator's own words
+        "process is alive, nothing in the log for 20 minutes, HAProxy took it out of the pool.",
+        "(after that nothing for 40 minutes, the client side times out)",
+    ],
+)
+def test_a_server_gone_silent_while_serving_and_found_not_answering_hung_at_its_last_line(
+    after,
+):
+    result = run(f"{SERVING}{SERVING}\n{after}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, LAST_BATCH)
+    assert result.signature == "went_silent" and result.confidence.value == "low"
+
+
+@pytest.mark.parametrize(
+    "above, below",
+    [
+        ("", ""),  # a paste that ends while serving: cut there
+        ("is it hung? the last decode line is an hour old but /health answers", ""),
+        # a probe refused while the server was still starting, in the events above its log
+        (
+            "  Warning  Unhealthy  5m  kubelet  Readiness probe failed: Get "
+            '"http://10.0.0.4:30000/health": dial tcp 10.0.0.4:30000: connect: connection refused',
+            "",
+        ),
+        ("", "our gateway has a 30s client timeout for long generations"),  # a setting
+    ],
+)
+def test_a_serving_log_with_no_sign_it_stopped_answering_is_healthy(above, below):
+    assert run(f"{above}\n{SERVING}{SERVING}\n{below}\n").failure_class is C.NONE
