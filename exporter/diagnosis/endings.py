@@ -31,12 +31,6 @@ _NEXT_CELL = re.compile(r"In \[\d+\]: \S")  # IPython's prompt, with the code ty
 # What those around a server say when it stops answering without a word: a health checker's
 # or a client's timeouts and failed checks, a balancer taking it out, the operator's "nothing
 # in the log for 20 minutes". Phrases, not the word "timeout": a flag names it too.
-# A question ("is it hung?") asks; a refused connection is a server not listening (yet).
-_NOT_SILENCE = re.compile(r"\?|connection refused")
-# A command that starts the server: what it printed is the server's run, not a look at it.
-_LAUNCH = re.compile(
-    r"sglang\.launch_server|sglang serve|docker(?:-compose| compose)? (?:run|up)\b"
-)
 _WENT_SILENT = re.compile(
     r"(?i)\btimed[ -]?out\b|\w*Timeout(?:Error|Exception)?:|\bno (?:response|reply)\b"
     r"|not (?:responding|answering)|unresponsive|\b(?:hung|hangs|hanging|stuck|froze|frozen)\b"
@@ -49,6 +43,12 @@ _WENT_SILENT = re.compile(
     r"|out of (?:the )?(?:pool|rotation)|\bunhealthy\b|exceeded (?:the )?(?:timeout|deadline)"
     r"|(?-i:Gateway Time-?out)|upstream[_ ](?:reset|request timeout|timed out)"
     r"|(?<![\w.])504(?![\w.])"  # a proxy's status for an upstream that never answered
+)
+# A question ("is it hung?") asks; a refused connection is a server not listening (yet).
+_NOT_SILENCE = re.compile(r"\?|connection refused")
+# A command that starts the server: what it printed is the server's run, not a look at it.
+_LAUNCH = re.compile(
+    r"sglang\.launch_server|sglang serve|docker(?:-compose| compose)? (?:run|up)\b"
 )
 # On layers.py's scale, below everything a line names.
 _ERROR_LINE_SCORE = 16
