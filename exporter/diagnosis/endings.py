@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from exporter.diagnosis.frames import frames_before, source_line
-from exporter.diagnosis.order import stamped_later
+from exporter.diagnosis.order import stamped_later, stamped_no_later
 from exporter.diagnosis.origins import by_origin
 from exporter.diagnosis.reading import (
     CARETS,
@@ -50,7 +50,21 @@ _NOT_SILENCE = re.compile(r"\?|connection refused")
 _LAUNCH = re.compile(
     r"sglang\.launch_server|sglang serve|docker(?:-compose| compose)? (?:run|up)\b"
 )
+# A platform or a supervisor saying it stopped the server on its own account: a stop verb,
+# with a reason no operator's own stop gives (automatically, a limit, idleness, a spot
+# reclaim, a drain, an updater's or a reaper's name).
+_STOPPED = re.compile(
+    r"(?i)\b(?:stop(?:ped|ping|s)?|kill(?:ed|ing|s)?|terminat(?:ed|ing|es?)|restart(?:ed|ing|s)?"
+    r"|drain(?:ed|ing|s)?|evict(?:ed|ing|s)?|cull(?:ed|ing|s)?|reap(?:ed|ing|s)?"
+    r"|reclaim(?:ed|ing|s)?|recreat\w*|shut(?:ting)? down)\b|Restart Signaled"
+)
+_ON_ITS_OWN = re.compile(
+    r"(?i)automatic|unexpected|longer than|maximum|\blimit\b|inactiv|\bidle\b|\bTTL\b|\bspot\b"
+    r"|preempt|reclaim|drain|evict|cull|\breap|watchtower|needrestart|scheduled event"
+    r"|\brepair\b"
+)
 # On layers.py's scale, below everything a line names.
+_STOPPED_FROM_OUTSIDE_SCORE = 18
 _ERROR_LINE_SCORE = 16
 _RESTARTED_SCORE = 10
 _STOPPED_SCORE = 5
@@ -196,6 +210,38 @@ def by_progress(attempt: Reading) -> Verdict:
             _STOPPED_SCORE,
         )
     return Verdict(FailureClass.NONE, None, "none", None, Confidence.HIGH, 0)
+
+
+def by_outside_stop(attempt: Reading) -> Verdict | None:
+    """A platform's or a supervisor's word that it stopped the server on its own account
+    (a workspace's autostop, a notebook's session limit, a spot reclaim, a node drain, an
+    updater restarting the container), at the log's end, with no stop of SGLang's own after
+    it: killed from outside. A server that drained on the SIGTERM it got stopped cleanly."""
+    ordered = attempt.ordered
+    if ended_on_purpose(ordered, 0) or any(
+        event.kind is EventKind.SIGTERM_RECEIVED for _, event in attempt.steps
+    ):
+        return None
+    last = attempt.steps[-1][0] if attempt.steps else -1
+    for i, line in enumerate(ordered):
+        message = line.message  # the report's own words are blank: they tell, not record
+        if (
+            line.has_sglang_prefix
+            or typed_by_operator(line)
+            or not _STOPPED.search(message)
+            or not _ON_ITS_OWN.search(line.raw)  # who did it may be the record's program
+        ):
+            continue
+        if i > last or stamped_no_later(ordered[last], line, ordered):
+            return Verdict(
+                FailureClass.KILLED_BY_SIGNAL,
+                i,
+                "outcome",
+                "stopped_on_its_own_account",
+                Confidence.LOW,
+                _STOPPED_FROM_OUTSIDE_SCORE,
+            )
+    return None
 
 
 def by_silence(attempt: Reading) -> Verdict | None:

@@ -7,7 +7,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from exporter.diagnosis.endings import by_error_lines, by_progress, by_restart, by_silence
+from exporter.diagnosis.endings import (
+    by_error_lines,
+    by_outside_stop,
+    by_progress,
+    by_restart,
+    by_silence,
+)
 from exporter.diagnosis.frames import chained_frames, frames_before, is_frame_text
 from exporter.diagnosis.order import stamped_no_later
 from exporter.diagnosis.origins import by_origin
@@ -60,7 +66,15 @@ def verdicts(attempt: Reading) -> list[Verdict]:
     exception = first_real_exception(attempt.ordered)
     if exception is not None:
         found += _by_exception(attempt, exception)
-    layers = (_by_error_wording, _by_numbers, _by_outcome, by_error_lines, by_restart, by_silence)
+    layers = (
+        _by_error_wording,
+        _by_numbers,
+        _by_outcome,
+        by_error_lines,
+        by_restart,
+        by_outside_stop,
+        by_silence,
+    )
     for layer in layers:
         verdict = layer(attempt)
         if verdict is not None:

@@ -269,3 +269,45 @@ def test_a_server_gone_silent_while_serving_and_found_not_answering_hung_at_its_
 )
 def test_a_serving_log_with_no_sign_it_stopped_answering_is_healthy(above, below):
     assert run(f"{above}\n{SERVING}{SERVING}\n{below}\n").failure_class is C.NONE
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [
+        "2026-09-09 17:50:00  Workspace stopped automatically: autostop after 4h of inactivity.",
+        "Your notebook tried to run longer than the maximum allowed session time of 12 hours and"
+        " was stopped.",
+        # who stopped it is the record's program: a spot watcher, an idle-GPU reaper
+        "Apr 08 13:41:58 gpu-2 spot-watch[1044]: stopping sglang.service and acknowledging",
+        "Aug 14 03:00:02 gpu07 gpu-reaper[118230]: killing PID 48211 (python3) on GPU 0, sending"
+        " SIGKILL",
+        'time="2026-07-15T03:00:02Z" level=info msg="Draining node gpu-a10g-2" node=gpu-a10g-2',
+    ],
+)
+def test_a_platform_stopping_the_server_on_its_own_account_killed_it_from_outside(stop):
+    result = run(f"{SERVING}{SERVING}\n{stop}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, stop.strip())
+    assert result.signature == "stopped_on_its_own_account"
+
+
+SIGTERM = (
+    "[2026-07-21 22:14:09] SIGTERM received. signum=15 frame=None. Draining requests and shutting"
+    " down...\n"
+)
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # an operator's own stop gives no reason of a platform's
+        f"{SERVING}Apr 08 13:41:58 gpu-2 systemd[1]: Stopping sglang.service - SGLang...\n",
+        # drained on the SIGTERM a node drain sent: stopped cleanly
+        f"{SERVING}evicting pod llm/qwen-sglang-5d8f7c9b6-kx7tq\n{SIGTERM}",
+        # the platform's stop before the server served: a startup it gave up on, not a kill
+        "[2026-07-21 22:10:00] Capture cuda graph begin. This can take up to several minutes.\n"
+        "[ecs-agent] Task stopped: Essential container in task exited. Container 'sglang' health"
+        " check: UNHEALTHY\n",
+    ],
+)
+def test_a_stop_with_no_platforms_reason_or_drained_cleanly_is_no_kill(log):
+    assert run(log).failure_class is not C.KILLED_BY_SIGNAL
