@@ -101,6 +101,11 @@ LABELLED_SETS = {
     "heldout73": DATA / "heldout73",
     "heldout74": DATA / "heldout74",
     "heldout75": DATA / "heldout75",
+    "heldout76": DATA / "heldout76",
+    "heldout77": DATA / "heldout77",
+    "heldout78": DATA / "heldout78",
+    "heldout79": DATA / "heldout79",
+    "heldout80": DATA / "heldout80",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }
