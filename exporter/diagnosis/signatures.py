@@ -1006,6 +1006,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "exceeded timeout",
             "memory limit of",
             "all available RAM",
+            "timed out after",
+            "AirflowTaskTimeout",
         ),
         r"\b(?:cluster|instance|node|pod|job|vm|task) (?:is |was |has been |got )?preempted\b"
         r"|\boutbid by\b|\binsufficient (?:balance|funds)\b"
@@ -1019,7 +1021,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # cgroup memory limit
         r"|\b(?:[Hh]ard )?[Tt]ime limit \(\S+\) exceeded|^Memory limit exceeded\b"
         r"|\bduration exceeded timeout\b|\bgone over cgroup memory limit\b"
-        r"|\bsession crashed after using all available RAM\b",
+        r"|\bsession crashed after using all available RAM\b"
+        # ... and a workflow's time limit on its step (Metaflow's @timeout, Airflow's
+        # execution_timeout): the orchestrator ends the step, however the server was doing
+        r"|\b(?:[Ss]tep|[Ff]low run) timed out after \d|\bAirflowTaskTimeout\b",
         65,  # as a batch system's kill: from outside
     ),
     sig(

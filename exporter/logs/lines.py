@@ -66,6 +66,10 @@ _FOREIGN_PREFIXES = (
     # a Ray worker's output: "(ServeReplica:app:SGLang pid=5120) ", "(task, pid=412, ip=10.0.0.2) "
     # (and an actor named after its class: "(MapWorker(MapBatches(Predictor)) pid=8812, ...")
     re.compile(r"\((?:[\w:.()-]+,? )?pid=\d+(?:, ip=[\d.]+)?\)(?: |$)"),
+    # Metaflow's step output: "2026-06-02 01:12:03.101 [1780362701221845/generate/4 (pid 61)] "
+    re.compile(
+        r"(?P<fts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \[[\w-]+/[\w-]+/\d+ \(pid \d+\)\](?: |$)"
+    ),
     # torch distributed: "[rank3]:"
     re.compile(r"\[rank\d+\]:"),
     # Slurm's srun --label: "0: ", "12: " (the task number)

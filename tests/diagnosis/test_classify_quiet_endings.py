@@ -58,6 +58,8 @@ SERVING = (
         '    "statusReason": "Job attempt duration exceeded timeout",',
         "9921031.0   mpatel   11/20 08:57 Error from slot1_4@gpu2013: Job has gone over cgroup "
         "memory limit of 61440 megabytes.",
+        "metaflow.plugins.timeout_decorator.TimeoutException: Step timed out after 2 hours, 0 "
+        "minutes, 0 seconds",
         "Your session crashed after using all available RAM.",
         "zsh: killed     python -m sglang.launch_server --model-path /data/ckpt --tp 2",
         '\\_ llm_sglang.1  lmsysorg/sglang:v0.5.9  Shutdown 9 minutes ago  "task: non-zero exit '

@@ -429,6 +429,12 @@ def test_foreign_wrappers_are_peeled_off():
             "2026-03-01T10:00:02.5Z",
         ),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
+        # a Metaflow step's output: its time, then the run, step and task with the pid
+        (
+            "2026-03-01 10:00:02.500 [1780362701221845/generate/4 (pid 61)] [2026-03-01 10:00:02"
+            " TP1] Load weight begin.",
+            "2026-03-01 10:00:02.500",
+        ),
         # stern following a Deployment's pods: the pod, then the container
         ("sglang-qwen-5f7c9d8b4-2xkqp sglang [2026-03-01 10:00:02 TP1] Load weight begin.", None),
         # nested: kubectl over a Ray worker over Slurm, the innermost timestamp kept
@@ -450,6 +456,7 @@ def test_foreign_wrappers_are_peeled_off():
         "cloudwatch-tsv",
         "logcli",
         "slurm",
+        "metaflow",
         "stern",
         "nested",
     ],
