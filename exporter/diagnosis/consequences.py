@@ -22,6 +22,10 @@ _ANSWERED_4XX = re.compile(r'"[A-Z]+ /\S* HTTP/[\d.]+" 4\d\d\b')
 _ANSWER_SPAN = 3  # lines from the server's error record to its answer
 # A request its client aborted, whatever was under way for it (a KV transfer, in PD).
 _ABORTED = "Aborted by AbortReq"
+# A request's id where a line names it ("req.rid='8c1f...'", "rid=8c1f..."), and another
+# line's word that the request was aborted (the PD router's, for a client gone).
+_REQUEST_ID = re.compile(r"\brid[=:] ?'?([0-9a-f]{8,})")
+_ABORTING = re.compile(r"(?i)\babort(?:ed|ing)?\b")
 # A client that gave up waiting: a hang only if the server stopped serving too.
 _CLIENT_TIMED_OUT = re.compile(
     r"(?:httpx|httpcore|openai|requests|urllib3|aiohttp)[\w.]*\.\w*Timeout\w*(?::|$)"
@@ -55,6 +59,8 @@ _NAMING = ("signature", "exception", "wording")  # the layers that read what a l
 _NAMED = frozenset(FailureClass) - {FailureClass.NONE, FailureClass.OTHER}
 # What a server that serves on can still be short of.
 _SERVER_CONDITIONS = frozenset({FailureClass.KV_POOL_EXHAUSTED, FailureClass.MAMBA_CACHE_EXHAUSTED})
+# A device gone from torch's view: after the driver reported it lost, that fault's consequence.
+_DEVICE_GONE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device")
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
     FailureClass.WEIGHTS_OOM,
@@ -105,6 +111,9 @@ def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
     message = ordered[root].message
     if _REFUSED.search(message) or _CLIENT_TIMED_OUT.match(message) or _ABORTED in message:
         return True
+    rid = _REQUEST_ID.search(message)
+    if rid is not None and any(_aborts(line.message, rid.group(1)) for line in ordered):
+        return True  # a request its client gave up on: aborted, by the router's word
     answers = ordered[root + 1 : root + 1 + _ANSWER_SPAN]
     if any(_ANSWERED_4XX.search(line.message) for line in answers):
         return True  # the server logged why it refused the request, then answered it 4xx
@@ -113,6 +122,10 @@ def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
         if message.startswith(_CAUGHT) or (message.endswith(_ASGI) and _client_gone(ordered, at)):
             return True
     return False
+
+
+def _aborts(message: str, rid: str) -> bool:
+    return rid in message and _ABORTING.search(message) is not None
 
 
 def _client_gone(ordered: Sequence[LogLine], at: int) -> bool:
@@ -132,7 +145,8 @@ def _ranked_below_its_cause(
     """A consequence ranks just below its cause: a collective that timed out or failed after
     a rank's own named crash (an OOM, a CUDA error) is the other ranks waiting for the one
     that died; a memory fault after an allocation failed is a kernel running on without the
-    memory it asked for."""
+    memory it asked for; no GPU to be found after the driver lost one (an Xid 79) is that
+    loss."""
     if verdict.root is None:
         return verdict
     group = verdict.failure_class in _GROUP_CLASSES
@@ -140,6 +154,8 @@ def _ranked_below_its_cause(
         causes = [v for v in verdicts if v.failure_class not in _GROUP_CLASSES]
     elif verdict.failure_class is FailureClass.CUDA_ERROR:
         causes = [v for v in verdicts if v.failure_class in _DEVICE_OOM]
+    elif _DEVICE_GONE.search(attempt.ordered[verdict.root].message):
+        causes = [v for v in verdicts if v.failure_class is FailureClass.CUDA_ERROR]
     else:
         return verdict
     # A rank that says another failed ("other ranks that didn't finish loading") follows

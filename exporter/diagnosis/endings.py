@@ -63,6 +63,12 @@ _ON_ITS_OWN = re.compile(
     r"|preempt|reclaim|drain|evict|cull|\breap|watchtower|needrestart|scheduled event"
     r"|\brepair\b"
 )
+# ... and what it stopped: something that runs (a cache evicted on demand is no stop).
+_RUNNING_THING = re.compile(
+    r"(?i)\b(?:server|container|pod|node|instance|vm|machine|job|task|step|notebook|workspace"
+    r"|session|process|pid|service|driver|kernel|replica|worker|deployment|alloc\w*|sglang)\b"
+    r"|\.service\b|/sglang"
+)
 # On layers.py's scale, below everything a line names.
 _STOPPED_FROM_OUTSIDE_SCORE = 18
 _ERROR_LINE_SCORE = 16
@@ -229,6 +235,7 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
             line.has_sglang_prefix
             or typed_by_operator(line)
             or not _STOPPED.search(message)
+            or not _RUNNING_THING.search(message)
             or not _ON_ITS_OWN.search(line.raw)  # who did it may be the record's program
         ):
             continue

@@ -31,6 +31,7 @@ from exporter.diagnosis.signatures import DECISIVE, Resolve, Signature
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
 from exporter.diagnosis.vocabulary import Family, family_of
+from exporter.logs.events import EventKind
 from exporter.logs.lines import LogLine
 from exporter.logs.tracebacks import RAISED_LINE, TRACEBACK_START
 
@@ -54,6 +55,7 @@ _UNKNOWN_EXCEPTION_SCORE = 41
 _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB")
 _STARVED_GB = 0.5
 _FULL_USAGE = 0.99
+_MAMBA_CAP = "by the mamba state cache"  # "max_running_requests is capped to 12 by the ..."
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
@@ -285,6 +287,21 @@ def _by_numbers(attempt: Reading) -> Verdict | None:
                 position,
                 "numbers",
                 "pool_full_with_requests_waiting",
+                Confidence.LOW,
+                _NUMBERS_SCORE,
+            )
+        # A hybrid model's state slots all taken while requests wait: the mamba cache bounds
+        # the batch. SGLang said so first when its startup capped the running requests, or
+        # when it retracted requests for want of room.
+        state = event.get("mamba_usage")
+        if state is not None and float(state) >= _FULL_USAGE and queued:
+            said = (i for i in range(position) if _MAMBA_CAP in attempt.ordered[i].message)
+            retracted = (p for p, step in attempt.steps if step.kind is EventKind.RETRACTION)
+            return Verdict(
+                FailureClass.MAMBA_CACHE_EXHAUSTED,
+                next(said, next(retracted, position)),
+                "numbers",
+                "mamba_full_with_requests_waiting",
                 Confidence.LOW,
                 _NUMBERS_SCORE,
             )

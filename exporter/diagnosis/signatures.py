@@ -756,6 +756,16 @@ SIGNATURES: tuple[Signature, ...] = (
         phase=Phase.RUNTIME,
     ),
     sig(
+        # Python's faulthandler.dump_traceback_later going off ("Timeout (0:30:00)!", then
+        # every thread's stack): the program a harness or a script armed it in did not finish
+        # in time, its threads shown where they waited.
+        "faulthandler_timeout",
+        C.HANG_TIMEOUT,
+        "Timeout (",
+        r"^Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$",
+        90,
+    ),
+    sig(
         # What only the watchdog prints before its timeout line (the stuck batch, then a
         # py-spy dump): a paste cut before that line still shows a hang.
         "watchdog_report",

@@ -313,3 +313,11 @@ SIGTERM = (
 )
 def test_a_stop_with_no_platforms_reason_or_drained_cleanly_is_no_kill(log):
     assert run(log).failure_class is not C.KILLED_BY_SIGNAL
+
+
+def test_a_cache_evicted_on_demand_is_no_stop_of_anything_that_runs():
+    answer = (
+        "**Answer:** No. Most of that is radix (prefix) cache that can be evicted on demand, "
+        "the scheduler reclaims it under pressure."
+    )
+    assert run(f"{SERVING}{SERVING}\n{answer}\n").failure_class is C.NONE

@@ -1620,3 +1620,64 @@ def test_docker_events_container_oom_is_the_kill():
     text = f"$ docker ps -a\nExited (137) 6 minutes ago\n$ docker events --since 1h\n{oom}\n"
     result = run(text)
     assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, oom)
+
+
+BATCH = (
+    "[2026-02-01 10:00:05 TP0] Decode batch, #running-req: 1, #token: 10, token usage: 0.01,"
+    " cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0\n"
+)
+
+
+def test_one_pd_transfer_its_client_aborted_on_a_serving_server_is_no_failure():
+    failed = (
+        "[2026-02-01 10:00:06 TP0] Prefill transfer failed for request rank=0 "
+        "req.rid='8c1f2b7d44e04f0fa3b9c2e1d7a6f511' req.bootstrap_room=4419026671530148823\n"
+    )
+    aborted = (
+        "2026-02-01T10:00:05.903Z  WARN sglang_router_rs::routers::http::pd_router: Client "
+        "disconnected, aborting request rid=8c1f2b7d44e04f0fa3b9c2e1d7a6f511\n"
+    )
+    assert run(BATCH + failed + BATCH + aborted).failure_class is C.NONE
+    # no word that its client gave up on it: a transfer that failed
+    assert run(BATCH + failed + BATCH).failure_class is C.DISTRIBUTED_INIT
+
+
+def test_a_hybrid_models_state_slots_full_with_requests_waiting_is_the_mamba_cache():
+    capped = (
+        "[2026-09-15 08:03:27] max_running_requests is capped to 12 by the mamba state cache "
+        "(max_mamba_cache_size=36, 3 state slots per request). To raise it: increase "
+        "--mamba-full-memory-ratio or --max-mamba-cache-size\n"
+    )
+    full = (
+        "[2026-09-15 08:19:40] Decode batch, #running-req: 12, #full token: 96115, full token "
+        "usage: 0.12, mamba num: 36, mamba usage: 1.00, cuda graph: True, gen throughput "
+        "(token/s): 401.62, #queue-req: 52\n"
+    )
+    result = run(capped + full + full)
+    assert (result.failure_class, result.root_cause_line) == (
+        C.MAMBA_CACHE_EXHAUSTED,
+        capped.strip(),
+    )
+    assert result.signature == "mamba_full_with_requests_waiting"
+    # the slots all taken with nobody waiting: the cache sized right for the load
+    assert run(capped + full.replace("#queue-req: 52", "#queue-req: 0")).failure_class is C.NONE
+
+
+def test_pythons_faulthandler_going_off_is_a_hang_at_its_header():
+    log = (
+        BATCH + "Timeout (0:30:00)!\n\nThread 0x00007f3a1dbfe640 (most recent call first):\n"
+        '  File "/usr/lib/python3.12/threading.py", line 359 in wait\n'
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, "Timeout (0:30:00)!")
+
+
+def test_no_gpu_to_be_found_after_the_driver_lost_one_is_that_loss():
+    lost = (
+        "Oct 07 03:12:55 inf-07 kernel: NVRM: Xid (PCI:0000:ca:00): 79, pid='<unknown>', "
+        "name=<unknown>, GPU has fallen off the bus."
+    )
+    gone = "RuntimeError: No CUDA GPUs are available\n"
+    result = run(f"{BATCH}{lost}\n{gone}")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, lost)
+    assert run(gone).failure_class is C.OTHER  # no GPU at all: the host's
