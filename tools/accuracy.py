@@ -106,6 +106,11 @@ LABELLED_SETS = {
     "heldout78": DATA / "heldout78",
     "heldout79": DATA / "heldout79",
     "heldout80": DATA / "heldout80",
+    "heldout81": DATA / "heldout81",
+    "heldout82": DATA / "heldout82",
+    "heldout83": DATA / "heldout83",
+    "heldout84": DATA / "heldout84",
+    "heldout85": DATA / "heldout85",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }
