@@ -224,22 +224,25 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
     updater restarting the container), at the log's end, with no stop of SGLang's own after
     it: killed from outside. A server that drained on the SIGTERM it got stopped cleanly."""
     ordered = attempt.ordered
-    if ended_on_purpose(ordered, 0) or any(
-        event.kind is EventKind.SIGTERM_RECEIVED for _, event in attempt.steps
-    ):
+    if any(event.kind is EventKind.SIGTERM_RECEIVED for _, event in attempt.steps):
         return None
     last = attempt.steps[-1][0] if attempt.steps else -1
     for i, line in enumerate(ordered):
+        # above the server's last line only a stamped one can have come at its end (the
+        # cheap tests first: this reads every line)
+        if line.has_sglang_prefix or (i <= last and line.foreign_timestamp is None):
+            continue
         message = line.message  # the report's own words are blank: they tell, not record
         if (
-            line.has_sglang_prefix
-            or typed_by_operator(line)
-            or not _STOPPED.search(message)
+            not _STOPPED.search(message)
             or not _RUNNING_THING.search(message)
             or not _ON_ITS_OWN.search(line.raw)  # who did it may be the record's program
+            or typed_by_operator(line)
         ):
             continue
         if i > last or stamped_no_later(ordered[last], line, ordered):
+            if ended_on_purpose(ordered, 0):
+                return None
             return Verdict(
                 FailureClass.KILLED_BY_SIGNAL,
                 i,
@@ -285,10 +288,14 @@ def _found_not_answering(ordered: Sequence[LogLine], last: int) -> bool:
             command = None if _LAUNCH.search(line.message) else i
         elif line.has_sglang_prefix:
             command = None
+        if line.has_sglang_prefix:
+            continue
+        if i <= last and command is None and line.foreign_timestamp is None:
+            continue  # above the server's last line, neither shown by a command nor stamped
         # a record rejoined from a hard wrap reads whole; the report's own words (blanked
         # for the other layers) as written
         text = line.message or line.raw
-        if line.has_sglang_prefix or not _WENT_SILENT.search(text) or _NOT_SILENCE.search(text):
+        if not _WENT_SILENT.search(text) or _NOT_SILENCE.search(text):
             continue
         if i > last or command is not None or stamped_later(line, ordered[last], ordered):
             return True
