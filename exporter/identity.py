@@ -60,18 +60,19 @@ class ProcessIdentity:
 
     def holds_pid(self) -> bool:
         """True iff ``pid`` still names this very process (a zombie included)."""
-        stat = _stat(self.pid)
-        return stat is not None and stat[1] == self.start_ticks and self.boot == this_boot()
+        return self._state() is not None
 
     def alive(self) -> bool:
         """True iff this very process still exists and is not a zombie."""
+        state = self._state()
+        return state is not None and state not in _GONE_STATES
+
+    def _state(self) -> str | None:
+        """This process's state letter, or None once ``pid`` names it no more."""
         stat = _stat(self.pid)
-        return (
-            stat is not None
-            and stat[1] == self.start_ticks
-            and self.boot == this_boot()
-            and stat[0] not in _GONE_STATES
-        )
+        if stat is None or stat[1] != self.start_ticks or self.boot != this_boot():
+            return None
+        return stat[0]
 
     def to_json(self) -> dict:
         return {

@@ -46,11 +46,6 @@ def phase_of(log: Path | None) -> str:
     return reached
 
 
-def sessions_of(leaders: set[ProcessIdentity]) -> list[psutil.Process]:
-    """Live processes in an attempt's session (created no earlier than its launcher)."""
-    return live_in_sessions(leaders)
-
-
 def launchers_on(port: int, since: float) -> list[psutil.Process]:
     """SGLang launchers for this test's port, started by this test (recorded or not)."""
     needle = ["-m", "sglang.launch_server"]
@@ -181,7 +176,7 @@ def test_daemon_kill_9_at_20_points_of_one_attempts_life(tmp_path, runtime, mode
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=180) == 0, said()
         everyone = leaders()
-        left = sessions_of(everyone)
+        left = live_in_sessions(everyone)
         assert not left, f"processes of attempts left: {[p.pid for p in left]}"
         assert not launchers_on(port, since), "an SGLang launcher for this test is left"
         records = history.read().attempts
@@ -199,6 +194,6 @@ def test_daemon_kill_9_at_20_points_of_one_attempts_life(tmp_path, runtime, mode
                 running.wait(timeout=30)
         # What a failure left behind: processes of this test's attempts only.
         strays = {i for p in launchers_on(port, since) if (i := identify(p.pid))}
-        for proc in sessions_of(leaders() | strays):
+        for proc in live_in_sessions(leaders() | strays):
             with contextlib.suppress(psutil.Error):
                 proc.kill()
