@@ -19,6 +19,7 @@ from exporter.diagnosis.report import (
 )
 from exporter.diagnosis.signatures import (
     ANY_LITERAL,
+    CI_STEP_FAILED,
     CONSEQUENCE_EXCEPTIONS,
     DECISIVE,
     LONGEST_LITERAL,
@@ -309,7 +310,7 @@ def _raised(ordered: Sequence[LogLine], position: int) -> bool:
 def first_real_exception(ordered: Sequence[LogLine]) -> int | None:
     ignored = unraisable(ordered)
     for i, line in enumerate(ordered):
-        if i in ignored:
+        if i in ignored or CI_STEP_FAILED.match(line.message):
             continue
         match = RAISED_LINE.match(line.message)
         if match and match.group("type").rsplit(".", 1)[-1] not in CONSEQUENCE_EXCEPTIONS:

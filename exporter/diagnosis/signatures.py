@@ -1167,6 +1167,12 @@ OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
 )
 
 # Exceptions that only ever follow another failure: never a root cause of their own.
+# A CI runner's word that a step's command failed (GitHub Actions' "Error: Process completed
+# with exit code 1.", Buildkite's "Error: The command exited with status 1"): how the job
+# ended, never why. Shaped like an exception that no program raised.
+CI_STEP_FAILED = re.compile(
+    r"^Error: (?:Process completed with exit code|The command exited with status) -?\d+"
+)
 CONSEQUENCE_EXCEPTIONS = frozenset(
     {
         "EOFError",

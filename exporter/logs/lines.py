@@ -70,6 +70,8 @@ _FOREIGN_PREFIXES = (
     re.compile(
         r"(?P<fts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) \[[\w-]+/[\w-]+/\d+ \(pid \d+\)\](?: |$)"
     ),
+    # pytest's report of a failed test: its exception's lines under an "E" ("E   RuntimeError: ...")
+    re.compile(r"E {3}"),
     # torch distributed: "[rank3]:"
     re.compile(r"\[rank\d+\]:"),
     # Slurm's srun --label: "0: ", "12: " (the task number)

@@ -71,6 +71,28 @@ def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(
     assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, ending.strip())
 
 
+@pytest.mark.parametrize(
+    "step_failed",
+    ["Error: Process completed with exit code 1.", "Error: The command exited with status 1"],
+)
+def test_a_ci_runners_word_that_the_step_failed_is_never_the_cause(step_failed):
+    killed = (
+        "/home/runner/work/_temp/5b8e01f2.sh: line 1:  2318 Killed                  python -m "
+        "sglang.launch_server --model-path ./ckpt --port 30000"
+    )
+    waited = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/runner/work/evals/scripts/wait_for_server.py", line 31, in <module>\n'
+        '    raise SystemExit("server process is gone")\n'
+        "SystemExit: server process is gone\n"
+    )
+    result = run(SERVING + killed + "\n" + waited + step_failed + "\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, killed)
+    # alone, it still says the job failed: a failure, its line the root
+    alone = run(SERVING + step_failed + "\n")
+    assert (alone.failure_class, alone.root_cause_line) == (C.OTHER, step_failed)
+
+
 def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
     assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
     assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL

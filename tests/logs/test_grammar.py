@@ -429,6 +429,8 @@ def test_foreign_wrappers_are_peeled_off():
             "2026-03-01T10:00:02.5Z",
         ),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
+        # pytest's report of a failed test: each line of what it caught under an "E"
+        ("E   [2026-03-01 10:00:02 TP1] Load weight begin.", None),
         # a Metaflow step's output: its time, then the run, step and task with the pid
         (
             "2026-03-01 10:00:02.500 [1780362701221845/generate/4 (pid 61)] [2026-03-01 10:00:02"
@@ -456,6 +458,7 @@ def test_foreign_wrappers_are_peeled_off():
         "cloudwatch-tsv",
         "logcli",
         "slurm",
+        "pytest",
         "metaflow",
         "stern",
         "nested",
