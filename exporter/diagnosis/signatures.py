@@ -427,6 +427,15 @@ SIGNATURES: tuple[Signature, ...] = (
         96,
     ),
     sig(
+        # systemd finding no program where the unit's ExecStart= points (status=203/EXEC): the
+        # environment the unit runs was never installed there, or was removed
+        "unit_program_missing",
+        C.DEPENDENCY_ERROR,
+        "Failed at step EXEC spawning",
+        r"Failed at step EXEC spawning \S+: No such file or directory",
+        90,
+    ),
+    sig(
         "package_metadata",
         C.DEPENDENCY_ERROR,
         "PackageNotFoundError",

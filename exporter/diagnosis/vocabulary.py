@@ -244,6 +244,9 @@ _ERROR_OPENING = re.compile(
     r"|(?:Error|error|Fatal|fatal)"
     r"(?:\[[\w-]+\])?: |[\w.-]+: (?:error|fatal)\b|panic: "
     r"|(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
+    # systemd's verdict on a unit ("sglang.service: Failed with result 'exit-code'."); not
+    # 'signal', which a stop the unit did not exit 0 from reads too
+    r"|[\w@.-]+\.service: Failed (?:with result '(?!signal')|at step )"
 )
 # ...or anywhere in the line; each alternative carries a literal, checked first.
 _ERROR_INSIDE_LITERALS = (

@@ -51,8 +51,11 @@ _FOREIGN_PREFIXES = (
     # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "; a tab-separated export's
     # (CloudWatch Logs Insights: "@timestamp<TAB>@message")
     re.compile(rf"(?P<fts>{_RFC3339})(?:[ \t]|$)"),
-    # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "
-    re.compile(r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ [\w.@/-]+\[\d+\]:(?: |$)"),
+    # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "; a unit's process
+    # before its command runs is named in parentheses: "(python)[3120]: "
+    re.compile(
+        r"(?P<fts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) [\w.-]+ \(?[\w.@/-]+\)?\[\d+\]:(?: |$)"
+    ),
     # stern, following a Deployment's pods: "<pod> <container> ", the pod named by its
     # ReplicaSet's hash and its own suffix (Kubernetes' alphabet: no vowels, no 0, 1 or 3)
     re.compile(

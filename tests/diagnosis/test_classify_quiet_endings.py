@@ -93,6 +93,31 @@ def test_a_ci_runners_word_that_the_step_failed_is_never_the_cause(step_failed):
     assert (alone.failure_class, alone.root_cause_line) == (C.OTHER, step_failed)
 
 
+def test_systemd_failing_a_unit_is_a_failure_and_its_missing_program_the_cause():
+    unit = (
+        "Nov 18 08:02:11 llm-box systemd[1]: Started sglang.service - SGLang.\n"
+        "Nov 18 08:02:11 llm-box {spawn}\n"
+        "Nov 18 08:02:11 llm-box systemd[1]: sglang.service: Main process exited, {how}\n"
+        "Nov 18 08:02:11 llm-box systemd[1]: sglang.service: Failed with result '{result}'.\n"
+    )
+    missing = (
+        "(python)[3120]: sglang.service: Failed at step EXEC spawning /opt/sglang/.venv/bin/"
+        "python: No such file or directory"
+    )
+    result = run(unit.format(spawn=missing, how="code=exited, status=203/EXEC", result="exit-code"))
+    assert result.failure_class is C.DEPENDENCY_ERROR
+    assert result.root_cause_line == f"Nov 18 08:02:11 llm-box {missing}"
+    exited = unit.format(
+        spawn="sglang[3120]: Loading...", how="code=exited, status=1/FAILURE", result="exit-code"
+    )
+    assert run(exited).failure_class is C.OTHER  # no word of why, but no healthy log either
+    # 'signal': what a stop the server did not exit 0 from reads too
+    stopped = unit.format(
+        spawn="sglang[3120]: Loading...", how="code=killed, status=15/TERM", result="signal"
+    )
+    assert run(stopped).failure_class is C.NONE
+
+
 def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
     assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
     assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL

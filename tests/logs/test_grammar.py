@@ -429,6 +429,11 @@ def test_foreign_wrappers_are_peeled_off():
             "2026-03-01T10:00:02.5Z",
         ),
         ("3: [2026-03-01 10:00:02 TP1] Load weight begin.", None),  # Slurm srun --label
+        # journalctl: a unit's process, named in parentheses until its command runs
+        (
+            "Mar 01 10:00:02 gpu-7 (python)[3120]: [2026-03-01 10:00:02 TP1] Load weight begin.",
+            "Mar 01 10:00:02",
+        ),
         # pytest's report of a failed test: each line of what it caught under an "E"
         ("E   [2026-03-01 10:00:02 TP1] Load weight begin.", None),
         # a Metaflow step's output: its time, then the run, step and task with the pid
@@ -458,6 +463,7 @@ def test_foreign_wrappers_are_peeled_off():
         "cloudwatch-tsv",
         "logcli",
         "slurm",
+        "journal-unit",
         "pytest",
         "metaflow",
         "stern",
