@@ -101,9 +101,8 @@ SERVING = {
 _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tcp-socket|grpc)\b")
 # Signatures of what a server can serve after: a group that recovered, a download that fit,
 # a GPU build warning that did not matter, a GPU fault of another process, a startup probe
-# that failed before the server was up.
-# The kernel's words for an OOM kill: of the server, unless it served on (``_outlived``).
-_KERNEL_KILLS = frozenset({"host_oom_killer", "host_oom_killer_report"})
+# that failed before the server was up, an ssh session dropped under a server that nohup or
+# tmux kept.
 RECOVERABLE = frozenset(
     {
         "nccl_warning",
@@ -111,8 +110,11 @@ RECOVERABLE = frozenset(
         "torch_build_lacks_gpu",
         "gpu_xid",
         "startup_probe_failed",
+        "session_hangup",
     }
 )
+# The kernel's words for an OOM kill: of the server, unless it served on (``_outlived``).
+_KERNEL_KILLS = frozenset({"host_oom_killer", "host_oom_killer_report"})
 
 
 @dataclass(frozen=True)

@@ -1059,6 +1059,17 @@ SIGNATURES: tuple[Signature, ...] = (
         64,
     ),
     sig(
+        # The ssh session the server ran in the foreground of dropping (a laptop asleep, a
+        # network gone): the hangup ends the server with it. The client's words, or sshd's.
+        "session_hangup",
+        C.KILLED_BY_SIGNAL,
+        ("Broken pipe", "closed by remote host", "client not responding"),
+        r"^(?:client_loop: send disconnect|packet_write_wait: Connection to \S+(?: port \d+)?"
+        r"|Write failed): Broken pipe$|^Connection to \S+ closed by remote host\.?$"
+        r"|\bTimeout, client not responding from\b",
+        30,
+    ),
+    sig(
         "host_oom_killer",
         C.KILLED_BY_SIGNAL,
         (

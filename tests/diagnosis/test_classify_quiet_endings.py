@@ -118,6 +118,24 @@ def test_systemd_failing_a_unit_is_a_failure_and_its_missing_program_the_cause()
     assert run(stopped).failure_class is C.NONE
 
 
+@pytest.mark.parametrize(
+    "hangup",
+    [
+        "client_loop: send disconnect: Broken pipe",
+        "packet_write_wait: Connection to 10.8.0.4 port 22: Broken pipe",
+        "Connection to gpu-lab-3 closed by remote host.",
+        "Aug 19 23:43:41 dgx-a sshd[19021]: Timeout, client not responding from user mlee "
+        "10.9.0.77 port 51644",
+    ],
+)
+def test_the_ssh_session_a_foreground_server_ran_in_dropping_killed_it(hangup):
+    result = run(SERVING + hangup + "\nrc=7\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, hangup)
+    # nohup or tmux kept it: it served on after the session dropped
+    later = SERVING.replace("22:14:06", "22:54:06")
+    assert run(SERVING + hangup + "\n" + later).failure_class is C.NONE
+
+
 def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
     assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
     assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL
