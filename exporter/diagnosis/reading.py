@@ -115,6 +115,7 @@ RECOVERABLE = frozenset(
 )
 # The kernel's words for an OOM kill: of the server, unless it served on (``_outlived``).
 _KERNEL_KILLS = frozenset({"host_oom_killer", "host_oom_killer_report"})
+_SGLANG_PROCESS = "(sglang::"  # the name SGLang gives its subprocesses, as the kernel shows it
 
 
 @dataclass(frozen=True)
@@ -222,10 +223,13 @@ def _recovered_from(hit: Hit, runs: Sequence[tuple[int, Event]]) -> bool:
 
 def _outlived(hit: Hit, runs: Sequence[tuple[int, Event]], ordered: Sequence[LogLine]) -> bool:
     """The kernel's OOM kill of a process while the server, by the clocks of both, went on
-    serving with no relaunch between: it killed another program."""
+    serving with no relaunch between: it killed another program. Not one of SGLang's own
+    ("sglang::detoken"): the scheduler prints on while the requests wait on the dead one."""
     if hit.signature.name not in _KERNEL_KILLS:
         return False
     kill = ordered[hit.position]
+    if _SGLANG_PROCESS in kill.message:
+        return False
     # the first of the server's steps after the kill: serving, not a relaunch
     after = (event for p, event in runs if stamped_later(ordered[p], kill, ordered))
     return next((event.kind in SERVING for event in after), False)

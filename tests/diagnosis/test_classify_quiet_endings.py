@@ -281,6 +281,10 @@ def test_a_kernel_oom_kill_the_server_served_on_after_killed_another_program():
     relaunch = "[2026-07-17 15:48:25] server_args=ServerArgs(model_path='/m')\n"
     result = run(f"$ sudo dmesg -T\n{KILL}\n\nserver log:\n{before}{relaunch}{after}")
     assert result.failure_class is C.KILLED_BY_SIGNAL
+    # ... one of SGLang's own processes killed: the scheduler prints on, the requests wait
+    own = KILL.replace("(python)", "(sglang::detoken)")
+    result = run(f"$ sudo dmesg -T\n{own}\n\nserver log:\n{before}{after}")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, own)
 
 
 def test_an_eviction_is_the_root_though_the_previous_containers_log_pasted_below_served():
