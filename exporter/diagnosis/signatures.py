@@ -940,6 +940,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "an exit code 9.",
             "Negsignal.SIG",
             "code=dumped",
+            "exitCode=13",
         ),
         # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
         # compose's "sglang-1 exited with code 137", `docker ps`'s "Exited (137)", a wrapper
@@ -950,6 +951,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)"
         rf"|exit code {_SIGNAL_EXIT}|^Exit Code:\s+{_SIGNAL_EXIT}$|exited with code {_SIGNAL_EXIT}"
         rf"|\bExited \({_SIGNAL_EXIT}\)|return code Negsignal\.SIG|code=dumped, status="
+        rf"|\bexitCode={_SIGNAL_EXIT}"  # `docker events`' "container die <id> (exitCode=137, ..."
         # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed
         r"|Child process unexpectedly failed with an exit code 9\.",
         25,
@@ -1057,6 +1059,23 @@ SIGNATURES: tuple[Signature, ...] = (
         # ... and the kubelet's graceful node shutdown, in the pod's status
         r"|[Pp]od was terminated in response to imminent node shutdown",
         64,
+    ),
+    sig(
+        # The container runtime's own events (`docker events`, podman's journal): the container
+        # SIGKILLed (a stop's grace period over, a health check's kill), or frozen by the
+        # cgroup freezer (`docker pause`), which answers nothing until unpaused
+        "container_killed",
+        C.KILLED_BY_SIGNAL,
+        "container kill ",
+        r"\bcontainer kill [0-9a-f]{6,64} \([^)]*\b(?:signal=9|health_on_failure=kill)\b",
+        62,
+    ),
+    sig(
+        "container_paused",
+        C.HANG_TIMEOUT,
+        "container pause ",
+        r"\bcontainer pause [0-9a-f]{6,64}\b",
+        60,
     ),
     sig(
         # The ssh session the server ran in the foreground of dropping (a laptop asleep, a

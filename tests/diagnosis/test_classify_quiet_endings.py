@@ -136,6 +136,26 @@ def test_the_ssh_session_a_foreground_server_ran_in_dropping_killed_it(hangup):
     assert run(SERVING + hangup + "\n" + later).failure_class is C.NONE
 
 
+def test_the_container_runtimes_events_say_the_kill_or_the_freeze():
+    event = (
+        "2026-02-17T14:02:{s}.118274331Z container {action} 5c1e7d0a9b44 (image=lmsysorg/sglang:"
+        "v0.5.9-cu129, name=sglang{extra})"
+    )
+    term = event.format(s="39", action="kill", extra=", signal=15")
+    kill = event.format(s="49", action="kill", extra=", signal=9")
+    die = event.format(s="49", action="die", extra=", exitCode=137")
+    result = run(f"{SERVING}$ docker events\n{term}\n{kill}\n{die}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, kill)
+    assert run(f"{SERVING}{die}\n").failure_class is C.KILLED_BY_SIGNAL  # its exit, 128 + 9
+    assert run(f"{SERVING}{term}\n").failure_class is not C.KILLED_BY_SIGNAL  # a stop asked
+    pause = event.format(s="49", action="pause", extra="")
+    result = run(f"{SERVING}$ docker events\n{pause}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, pause)
+    # unpaused, it served on
+    later = SERVING.replace("22:14:06", "22:54:06")
+    assert run(f"{SERVING}{pause}\n{later}").failure_class is C.NONE
+
+
 def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
     assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
     assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL
