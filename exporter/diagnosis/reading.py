@@ -39,6 +39,7 @@ from exporter.logs.tracebacks import (
 )
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
+_CANCELLED = re.compile(r"^(?:asyncio\.(?:exceptions\.)?)?CancelledError$")
 # IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
 # "GatedRepoError          Traceback (most recent call last)"; its own line comes last.
 _IPYTHON_HEADER = re.compile(r"^(?P<type>\S+) {3,}Traceback \(most recent call last\)$")
@@ -254,16 +255,41 @@ def _blanked(line: LogLine) -> LogLine:
 
 def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
     """A traceback that ends in KeyboardInterrupt, or that exception: a Ctrl-C (SIGINT)
-    stopped the process where it was, which reports a stop, not a failure."""
+    stopped the process where it was, which reports a stop, not a failure. asyncio.run
+    first cancels its task: a CancelledError is the Ctrl-C's when the traceback chained
+    under it ends in KeyboardInterrupt."""
     line = ordered[position]
+    if _CANCELLED.match(line.message):
+        return _chained_interrupt(ordered, position)
     if not line.message.startswith("Traceback"):
         return _is_interrupt(line)
-    for following in ordered[position + 1 :]:
+    for i in range(position + 1, len(ordered)):
+        following = ordered[i]
         if following.message.startswith("Traceback") or following.has_sglang_prefix:
             return False  # another traceback, or the server again: this one was cut off
         if is_exception(following):
+            if _CANCELLED.match(following.message):
+                return _chained_interrupt(ordered, i)
             return _is_interrupt(following)
     return False
+
+
+def _chained_interrupt(ordered: Sequence[LogLine], cancelled: int) -> bool:
+    """Whether the traceback chained under the CancelledError at ``cancelled`` ("During
+    handling of the above exception ...") ends in KeyboardInterrupt."""
+    marker = _next_said(ordered, cancelled)
+    if marker is None or not ordered[marker].message.startswith(HANDLED):
+        return False
+    chained = _next_said(ordered, marker)
+    return chained is not None and _interrupted(ordered, chained)
+
+
+def _next_said(ordered: Sequence[LogLine], after: int) -> int | None:
+    """The next line below ``after`` that is not blank, within a few."""
+    for i in range(after + 1, min(len(ordered), after + 4)):
+        if ordered[i].message:
+            return i
+    return None
 
 
 def ended_on_purpose(ordered: Sequence[LogLine], after: int) -> bool:

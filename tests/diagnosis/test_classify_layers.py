@@ -491,6 +491,31 @@ def test_a_ctrl_c_after_serving_is_a_stop_and_during_a_stuck_start_a_hang():
     assert run(stuck + cut + stuck + interrupted).failure_class is C.OTHER
 
 
+def test_asyncios_cancellation_under_a_ctrl_c_is_the_stops_too():
+    served = (
+        "[2026-02-26 09:40:14] The server is fired up and ready to roll!\n"
+        "^C[2026-02-26 09:40:15] INFO:     Shutting down\n"
+        "[2026-02-26 09:40:15] INFO:     Finished server process [1]\n"
+    )
+    cancelled = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/asyncio/base_events.py", line 691, in run_until_complete\n'
+        "    return future.result()\n"
+        "asyncio.exceptions.CancelledError\n"
+        "\n"
+        "During handling of the above exception, another exception occurred:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/main.py", line 580, in run\n'
+        "    server.run()\n"
+        "{last}\n"
+    )
+    assert run(served + cancelled.format(last="KeyboardInterrupt")).failure_class is C.NONE
+    # ... but not when what was raised while handling the cancellation is an error
+    failed = run(served + cancelled.format(last="RuntimeError: Event loop is closed"))
+    assert failed.failure_class is not C.NONE
+
+
 def test_the_group_torn_down_after_a_requested_stop_is_no_failure():
     text = (
         "[2026-08-18 14:01:25 TP0 EP0] Decode batch, #running-req: 29, #token: 586393, token "
