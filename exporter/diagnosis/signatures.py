@@ -892,10 +892,11 @@ SIGNATURES: tuple[Signature, ...] = (
         # operator's script): who killed it, above SGLang noticing and the shell's "Killed".
         "process_killed_by",
         C.KILLED_BY_SIGNAL,
-        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid", " to process "),
-        # ... and earlyoom's, the userspace OOM killer Fedora enables by default
+        ("killing pid", "killed pid", "SIGKILL pid", "SIGKILL to pid", " to process", " to all "),
+        # ... and earlyoom's, the userspace OOM killer Fedora enables by default; a Procfile
+        # runner's (honcho, foreman) stopping every process when one of them exits
         r"\b(?:[Kk]illing|[Kk]illed|SIGKILL(?:ed)?|SIGKILL to) pid[= ]?\d+"
-        r"|sending SIG(?:KILL|TERM) to process \d+",
+        r"|sending SIG(?:KILL|TERM) to (?:process \d+|all processes)",
         57,
     ),
     sig(
@@ -941,6 +942,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "Negsignal.SIG",
             "code=dumped",
             "exitCode=13",
+            "Pane is dead (signal",
+            "srun: error: ",
         ),
         # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
         # compose's "sglang-1 exited with code 137", `docker ps`'s "Exited (137)", a wrapper
@@ -952,6 +955,10 @@ SIGNATURES: tuple[Signature, ...] = (
         rf"|exit code {_SIGNAL_EXIT}|^Exit Code:\s+{_SIGNAL_EXIT}$|exited with code {_SIGNAL_EXIT}"
         rf"|\bExited \({_SIGNAL_EXIT}\)|return code Negsignal\.SIG|code=dumped, status="
         rf"|\bexitCode={_SIGNAL_EXIT}"  # `docker events`' "container die <id> (exitCode=137, ..."
+        # ... tmux's footer of a pane kept after its process died of a signal; srun's word of a
+        # task that a signal ended (strsignal's name for it)
+        r"|^Pane is dead \(signal \d+"
+        r"|^srun: error: \S+: tasks? [\d,-]+: (?:Killed|Terminated|Hangup|User defined signal \d)$"
         # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed
         r"|Child process unexpectedly failed with an exit code 9\.",
         25,
@@ -986,11 +993,16 @@ SIGNATURES: tuple[Signature, ...] = (
             "TERM_RUNLIMIT",
             "timeout: sending signal",
             "Cancelling nested steps",
+            "than the maximum time of",
+            "higher priority waiting request",
+            "qmaster enforced",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
         # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
-        # (GitHub's, GitLab's, CircleCI's no-output limit), a CI runner shut down under its job,
-        # a script's own limit (coreutils' timeout --verbose), Jenkins' timeout step
+        # (GitHub's, GitLab's, CircleCI's no-output limit, Azure Pipelines'), a CI runner shut
+        # down under its job or a newer run cancelling it (GitHub's concurrency group), a
+        # script's own limit (coreutils' timeout --verbose), Jenkins' timeout step, Grid
+        # Engine's limits as qacct reports them
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
@@ -998,7 +1010,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|Job failed: execution took longer than|Too long with no output \(exceeded"
         r"|The runner has received a shutdown signal"
         r"|^TERM_RUNLIMIT: job killed|^timeout: sending signal \w+ to command"
-        r"|^Cancelling nested steps due to timeout",
+        r"|^Cancelling nested steps due to timeout|ran longer than the maximum time of \d+ minutes"
+        r"|^Canceling since a higher priority waiting request for .* exists"
+        r"|\bqmaster enforced h_rt\b",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(

@@ -64,6 +64,13 @@ SERVING = (
         "zsh: killed     python -m sglang.launch_server --model-path /data/ckpt --tp 2",
         '\\_ llm_sglang.1  lmsysorg/sglang:v0.5.9  Shutdown 9 minutes ago  "task: non-zero exit '
         '(137): dockerexec: unhealthy container"',
+        "2026-02-11T03:58:03.5021190Z ##[error]The job running on agent gpu-agent-02 ran longer "
+        "than the maximum time of 60 minutes. For more information, see https://go.microsoft.com",
+        "Canceling since a higher priority waiting request for 'bench-main' exists",
+        "failed       37  : qmaster enforced h_rt, h_cpu, or h_vmem limit",
+        "17:51:02 system | sending SIGTERM to all processes",
+        "Pane is dead (signal 9, Tue Feb 24 11:20:13 2026)",
+        "srun: error: gpu-a17: task 0: User defined signal 1",
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):
@@ -159,6 +166,9 @@ def test_the_container_runtimes_events_say_the_kill_or_the_freeze():
 def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
     assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
     assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL
+    pane = "Pane is dead (status 1, Tue Feb 24 11:20:13 2026)"
+    for ended in (pane, "srun: error: gpu-a17: task 0: Exited with exit code 1"):
+        assert run(SERVING + ended + "\n").failure_class is not C.KILLED_BY_SIGNAL
 
 
 def test_the_kernels_segfault_report_is_the_root_of_the_core_dump_systemd_reports():
