@@ -59,6 +59,8 @@ _MAMBA_CAP = "by the mamba state cache"  # "max_running_requests is capped to 12
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
+_JSON_FLAG = re.compile(r"json[-_]model[-_]override[-_]args")
+_FIRST_LINE_OF_JSON = ": line 1 column "
 _STATEMENT_MIN = 24  # an exception message this long, said earlier too, was said first there
 
 
@@ -176,6 +178,13 @@ def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[Failure
         family = family_of(attempt.ordered[root].message)
         failure_class = signature.failure_class
         return (_worded_class(family, attempt, root) if family else failure_class), True
+    if signature.resolve is Resolve.JSON_SOURCE:
+        # --json-model-override-args written as a Python dict, or empty: its value is one line
+        one_line = _FIRST_LINE_OF_JSON in attempt.ordered[root].message
+        flag = any(_JSON_FLAG.search(line.raw) for line in attempt.ordered)
+        return (
+            FailureClass.INVALID_ARGUMENT if one_line and flag else signature.failure_class
+        ), True
     if signature.resolve is Resolve.NATIVE_CRASH:
         backtrace = " ".join(line.message for line in attempt.ordered[root : root + 30]).lower()
         nccl = "nccl" in backtrace

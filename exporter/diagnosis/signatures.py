@@ -35,6 +35,8 @@ class Resolve(enum.Enum):
     COLLECTIVE_TIMEOUT = "collective_timeout"
     # A C++ exception's message: its words name the class, else it is the crash it ends in.
     NATIVE_MESSAGE = "native_message"
+    # JSON that does not parse: a flag's value (one line) when the log passes one, else a file.
+    JSON_SOURCE = "json_source"
 
 
 @dataclass(frozen=True)
@@ -384,15 +386,22 @@ SIGNATURES: tuple[Signature, ...] = (
             "LocalEntryNotFoundError",
             "loaded_weight.shape",
             "Unrecognized model in",
-            "JSONDecodeError",
         ),
         r"Cannot find any model weights|is not a local folder and is not a valid model"
         r"|HFValidationError|Repo id must|Unrecognized configuration class"
         r"|does not appear to have a file named|Can't load (?:tokenizer|the configuration)"
         r"|SafetensorError|Error while deserializing header|RepositoryNotFoundError"
-        r"|GatedRepoError|LocalEntryNotFoundError|loaded_weight\.shape|Unrecognized model in"
-        r"|JSONDecodeError",
+        r"|GatedRepoError|LocalEntryNotFoundError|loaded_weight\.shape|Unrecognized model in",
         95,
+    ),
+    sig(
+        # JSON that does not parse: a model's config file, or the flag that overrides it
+        "json_unreadable",
+        C.MODEL_LOAD_ERROR,
+        "JSONDecodeError",
+        r"JSONDecodeError",
+        95,
+        Resolve.JSON_SOURCE,
     ),
     sig(
         "missing_weight_key",

@@ -1681,3 +1681,26 @@ def test_no_gpu_to_be_found_after_the_driver_lost_one_is_that_loss():
     result = run(f"{BATCH}{lost}\n{gone}")
     assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, lost)
     assert run(gone).failure_class is C.OTHER  # no GPU at all: the host's
+
+
+def test_json_that_does_not_parse_is_the_override_flag_or_the_config_file():
+    frames = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/json/decoder.py", line 353, in raw_decode\n'
+        "    obj, end = self.scan_once(s, idx)\n"
+    )
+    python_dict = (
+        "json.decoder.JSONDecodeError: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)"
+    )
+    command = (
+        "$ python -m sglang.launch_server --model-path Qwen/Qwen3-32B "
+        "--json-model-override-args {'rope_scaling': {'rope_type': 'yarn', 'factor': 4.0}}\n"
+    )
+    result = run(command + frames + python_dict + "\n")
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, python_dict)
+    # no flag passed: a file that reads as nothing (config.json cut to zero bytes)
+    assert run(frames + python_dict + "\n").failure_class is C.MODEL_LOAD_ERROR
+    # a config.json hand-edited wrong, though the flag is there: the decoder says line 27
+    trailing_comma = python_dict.replace("line 1 column 2 (char 1)", "line 27 column 1 (char 803)")
+    assert run(command + frames + trailing_comma + "\n").failure_class is C.MODEL_LOAD_ERROR
