@@ -103,7 +103,7 @@ _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tc
 # Signatures of what a server can serve after: a group that recovered, a download that fit,
 # a GPU build warning that did not matter, a GPU fault of another process, a startup probe
 # that failed before the server was up, an ssh session dropped under a server that nohup or
-# tmux kept, a container paused and unpaused.
+# tmux kept, a container paused and unpaused, a pod that waited for a node and got one.
 RECOVERABLE = frozenset(
     {
         "nccl_warning",
@@ -113,6 +113,7 @@ RECOVERABLE = frozenset(
         "startup_probe_failed",
         "session_hangup",
         "container_paused",
+        "pod_unschedulable",
     }
 )
 # The kernel's words for an OOM kill: of the server, unless it served on (``_outlived``).

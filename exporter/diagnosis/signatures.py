@@ -1084,6 +1084,24 @@ SIGNATURES: tuple[Signature, ...] = (
         64,
     ),
     sig(
+        # The host's kernel giving up (a soft lockup with softlockup_panic set, a BUG in a
+        # driver): everything on it dies with it, the server with no word of its own
+        "kernel_panic",
+        C.KILLED_BY_SIGNAL,
+        "Kernel panic - not syncing",
+        r"Kernel panic - not syncing",
+        64,
+    ),
+    sig(
+        # systemd stopping the unit because a command of its own failed (ExecStartPre=,
+        # ExecStartPost='s readiness check): SGLang is stopped from outside, mid-start
+        "unit_control_process_failed",
+        C.KILLED_BY_SIGNAL,
+        "Control process exited, code=exited",
+        r"\.service: Control process exited, code=exited, status=(?!0/)\d+",
+        60,
+    ),
+    sig(
         # The container runtime's own events (`docker events`, podman's journal): the container
         # SIGKILLed (a stop's grace period over, a health check's kill), or frozen by the
         # cgroup freezer (`docker pause`), which answers nothing until unpaused

@@ -71,6 +71,9 @@ SERVING = (
         "17:51:02 system | sending SIGTERM to all processes",
         "Pane is dead (signal 9, Tue Feb 24 11:20:13 2026)",
         "srun: error: gpu-a17: task 0: User defined signal 1",
+        "Jan 28 04:17:24 dgx-b kernel: Kernel panic - not syncing: softlockup: hung tasks",
+        "Mar 05 10:15:03 gpu-srv-3 systemd[1]: sglang.service: Control process exited, "
+        "code=exited, status=7/NOTRUNNING",
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):
@@ -161,6 +164,15 @@ def test_the_container_runtimes_events_say_the_kill_or_the_freeze():
     # unpaused, it served on
     later = SERVING.replace("22:14:06", "22:54:06")
     assert run(f"{SERVING}{pause}\n{later}").failure_class is C.NONE
+
+
+def test_a_pod_that_waited_for_a_node_and_then_served_did_not_fail():
+    waited = (
+        "12m   Warning  FailedScheduling   pod/qwen8b-6d4b9c7f5-r8x2m   0/6 nodes are available: "
+        "6 Insufficient nvidia.com/gpu.\n"
+    )
+    assert run(waited).failure_class is C.OTHER  # the server never ran
+    assert run(waited + SERVING).failure_class is C.NONE
 
 
 def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
