@@ -483,7 +483,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"\.(?:h|hpp|cuh|cu|cpp|cc|c)(?:\(\d+\)|:\d+(?::\d+)?): (?:fatal |catastrophic )?error"
         # ... and ptxas's own error line, above the "ptxas fatal" that sums it up, and
         # torch.compile's build finding no C++ compiler at all
-        r"|ptxas fatal|nvcc fatal|^ptxas \S+, line \d+; error\s*:"
+        r"|ptxas fatal|nvcc fatal|^ptxas \S+, line \d+; error\s*:|^(?:ptxas|nvcc) error +: "
         r"|InvalidCxxCompiler: No working C\+\+ compiler"
         # ... and a compiler's fatal error of its own, no source file to name (its output
         # unwritable, the compiler killed): "c++: fatal error: Killed signal terminated ..."

@@ -221,8 +221,16 @@ def test_glibc_finding_its_heap_corrupted_is_the_crash_above_the_abort():
     assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, corrupt)
 
 
-def test_a_compilers_own_fatal_error_is_the_root_of_the_jit_build_that_stopped():
-    fatal = "c++: fatal error: Killed signal terminated program cc1plus"
+@pytest.mark.parametrize(
+    "fatal",
+    [
+        "c++: fatal error: Killed signal terminated program cc1plus",
+        "nvcc error   : 'cicc' died due to signal 9 (Kill signal)",
+        "ptxas error   : Entry function '_ZN10flashinfer3mla27BatchMLAPagedAttentionKernel' uses "
+        "too much shared data (0x1c400 bytes, 0x18c00 max)",
+    ],
+)
+def test_a_compilers_own_fatal_error_is_the_root_of_the_jit_build_that_stopped(fatal):
     log = (
         "[1/3] c++ -MMD -MF moe_align.o.d -c /x/moe_align.cpp -o moe_align.o\n"
         f"{fatal}\ncompilation terminated.\nninja: build stopped: subcommand failed.\n"
