@@ -111,6 +111,11 @@ LABELLED_SETS = {
     "heldout83": DATA / "heldout83",
     "heldout84": DATA / "heldout84",
     "heldout85": DATA / "heldout85",
+    "heldout86": DATA / "heldout86",
+    "heldout87": DATA / "heldout87",
+    "heldout88": DATA / "heldout88",
+    "heldout89": DATA / "heldout89",
+    "heldout90": DATA / "heldout90",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

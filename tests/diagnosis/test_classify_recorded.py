@@ -2,7 +2,7 @@
 
 - ``tests/data/sglang-0.5.9-cpu`` and ``sglang-0.5.23-cpu``: real SGLang runs on this
   machine's CPU, recorded by ``tests/data/record_sglang_logs.py`` (each failure real).
-- ``tests/data/heldout``, ``heldout2`` to ``heldout85``: 60, 7 x 50, 40 and 45 logs, each set
+- ``tests/data/heldout``, ``heldout2`` to ``heldout90``: 60, 7 x 50, 40 and 45 logs, each set
   written by a separate engineer from the reference material and the libraries' source
   without reading the classifier, in the shapes real reports take. The issue's targets
   apply: at least 95% classes and 90% exact root-cause lines, except where FLOORS holds a
@@ -63,27 +63,31 @@ HELDOUT_SETS = tuple(name for name in LABELLED_SETS if name.startswith("heldout"
 # heldout67 and heldout72 rose to 32/29 and 37/38 with a server gone silent while serving.
 # heldout76 (a ninth random month, summer 2025) read 40/34 blind: its writer roots an
 # exception at the "Scheduler hit an exception" line above its traceback, where the others
-# root it at the exception. heldout78 (quiet endings, a seventh look) read 12/14 blind, 25/27
-# after a server gone silent while serving and a platform's own stop; its other kills are
-# each a platform's own words (a notebook's limit, a step's timeout decorator, an ssh
-# session's broken pipe). heldout80 (quantized models, a second look) read 37/36 blind: a
+# root it at the exception. heldout78 (quiet endings, a seventh look) read 12/14 blind, 29/31
+# after a server gone silent while serving, a platform's own stop, an ssh session's hangup
+# and a container runtime's events; its other kills are each a platform's own words (a
+# notebook's limit, a step's timeout decorator). heldout80 (quantized models, a second look) read 37/36 blind: a
 # dtype the quantization method refuses is the loader's rejection here (SGLang's vocabulary
 # rules), the flag's to its writer; a GGUF architecture transformers cannot map, the same.
 # heldout84 (programs that embed SGLang, a third look) and heldout85 (multi-node and PD, a
 # third look) read 39/33 and 37/32 blind: their root lines split where writers do (c10d's
 # warning or the error after it, a wrapper's line quoting the ImportError or the error, an
 # Xid pasted below the CUDA error) or where one node's cause shows no time beside the
-# others' timeouts.
+# others' timeouts. heldout89 (quiet endings, an eighth look) read 22/19 blind, 35/30 after
+# the supervisors' own words for a stop (CI limits, a Procfile runner, tmux, srun, docker's
+# events, a kernel panic, systemd's failed control process) and a Ctrl-C under asyncio; its
+# other endings are each one platform's (a power brake, a lock a wrapper waits on, a job
+# suspended in squeue, a pkill in the shell's history).
 FLOORS = {
-    "heldout9": (35, 38),
+    "heldout9": (36, 38),
     "heldout12": (43, 40),
     "heldout18": (37, 38),
     "heldout20": (37, 40),
-    "heldout25": (38, 35),
-    "heldout27": (40, 33),
-    "heldout31": (39, 34),
-    "heldout32": (39, 34),
-    "heldout34": (37, 31),
+    "heldout25": (39, 35),
+    "heldout27": (40, 34),
+    "heldout31": (40, 34),
+    "heldout32": (39, 35),
+    "heldout34": (38, 34),
     "heldout43": (38, 35),
     "heldout48": (37, 36),
     "heldout50": (39, 34),
@@ -91,16 +95,17 @@ FLOORS = {
     "heldout57": (35, 33),
     "heldout58": (40, 35),
     "heldout61": (37, 38),
-    "heldout67": (32, 29),
+    "heldout67": (33, 30),
     "heldout68": (36, 34),
     "heldout69": (37, 38),
     "heldout72": (37, 38),
     "heldout73": (27, 21),
     "heldout76": (40, 34),
-    "heldout78": (25, 27),
+    "heldout78": (29, 31),
     "heldout80": (37, 36),
     "heldout84": (39, 33),
     "heldout85": (38, 33),
+    "heldout89": (35, 30),
 }
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}
