@@ -1119,6 +1119,15 @@ SIGNATURES: tuple[Signature, ...] = (
         60,
     ),
     sig(
+        # The shell's job control: the server suspended (a Ctrl-Z, a background job that read
+        # the terminal) holds its GPU and port and answers nothing until `fg`
+        "job_suspended",
+        C.HANG_TIMEOUT,
+        "Stopped",
+        r"^\[\d+\][+-]?\s+Stopped\b",
+        30,
+    ),
+    sig(
         # The ssh session the server ran in the foreground of dropping (a laptop asleep, a
         # network gone): the hangup ends the server with it. The client's words, or sshd's.
         "session_hangup",

@@ -166,6 +166,21 @@ def test_the_container_runtimes_events_say_the_kill_or_the_freeze():
     assert run(f"{SERVING}{pause}\n{later}").failure_class is C.NONE
 
 
+def test_a_server_the_shell_suspended_hangs_and_the_port_it_holds_is_taken():
+    stopped = (
+        "[1]+  Stopped                 python -m sglang.launch_server --model-path /data/gemma "
+        "--port 30000"
+    )
+    result = run(f"{SERVING}^Z\n{stopped}\nlab@dev-4090:~$ ls /data\n")
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stopped)
+    taken = (
+        "[2025-05-06 18:22:47] ERROR:    [Errno 98] error while attempting to bind on address "
+        "('0.0.0.0', 30000): address already in use"
+    )
+    relaunched = run(f"{SERVING}^Z\n{stopped}\n$ python -m sglang.launch_server\n{taken}\n")
+    assert relaunched.failure_class is C.PORT_IN_USE
+
+
 def test_a_pod_that_waited_for_a_node_and_then_served_did_not_fail():
     waited = (
         "12m   Warning  FailedScheduling   pod/qwen8b-6d4b9c7f5-r8x2m   0/6 nodes are available: "
