@@ -262,7 +262,7 @@ def _interrupted(ordered: Sequence[LogLine], position: int) -> bool:
     line = ordered[position]
     if _CANCELLED.match(line.message):
         return _chained_interrupt(ordered, position)
-    if not line.message.startswith("Traceback"):
+    if not line.message.removeprefix("^C").startswith("Traceback"):
         return _is_interrupt(line)
     for i in range(position + 1, len(ordered)):
         following = ordered[i]

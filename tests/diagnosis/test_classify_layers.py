@@ -480,6 +480,9 @@ def test_a_ctrl_c_after_serving_is_a_stop_and_during_a_stuck_start_a_hang():
         "^C[2025-04-03 22:47:03] INFO:     Shutting down\n"
     )
     assert run(served + interrupted).failure_class is C.NONE
+    # the terminal's echo of the Ctrl-C on the traceback's first line
+    echoed = interrupted.replace("Process SpawnProcess-1:\nTraceback", "^CTraceback")
+    assert run(served + echoed).failure_class is C.NONE
     stuck = "[2025-04-03 22:41:18 TP0] Load weight begin. avail mem=44.10 GB\n"
     for echo in ("^C\n", ""):  # a terminal echoes the Ctrl-C; a redirected log does not
         result = run(stuck + echo + interrupted)
