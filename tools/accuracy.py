@@ -116,6 +116,11 @@ LABELLED_SETS = {
     "heldout88": DATA / "heldout88",
     "heldout89": DATA / "heldout89",
     "heldout90": DATA / "heldout90",
+    "heldout91": DATA / "heldout91",
+    "heldout92": DATA / "heldout92",
+    "heldout93": DATA / "heldout93",
+    "heldout94": DATA / "heldout94",
+    "heldout95": DATA / "heldout95",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

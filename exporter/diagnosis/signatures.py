@@ -1076,12 +1076,23 @@ SIGNATURES: tuple[Signature, ...] = (
         # systemd stops everything and kills what does not stop in time.
         "host_shutdown",
         C.KILLED_BY_SIGNAL,
-        ("The system will ", "with signal SIGKILL", "imminent node shutdown"),
+        ("The system will ", "with signal SIG", "imminent node shutdown"),
+        # ... and a login session's processes ended with it (its scope stopped at logout,
+        # KillUserProcesses=yes): SIGTERM or SIGHUP first, SIGKILL for what outlives it
         r"The system will (?:reboot|power off|halt) now|Killing process \d+ \([^)]*\) with signal"
-        r" SIGKILL"
+        r" SIG(?:KILL|TERM|HUP)"
         # ... and the kubelet's graceful node shutdown, in the pod's status
         r"|[Pp]od was terminated in response to imminent node shutdown",
         64,
+    ),
+    sig(
+        # systemd giving up on a unit's start (TimeoutStartSec=, a slow first load) and
+        # stopping it: killed from outside, not a hang of the server's own
+        "unit_start_timeout",
+        C.KILLED_BY_SIGNAL,
+        "start operation timed out",
+        r"\.service: start operation timed out\. Terminating\.",
+        65,
     ),
     sig(
         # The host's kernel giving up (a soft lockup with softlockup_panic set, a BUG in a

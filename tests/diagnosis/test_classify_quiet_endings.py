@@ -72,6 +72,10 @@ SERVING = (
         "Pane is dead (signal 9, Tue Feb 24 11:20:13 2026)",
         "srun: error: gpu-a17: task 0: User defined signal 1",
         "Jan 28 04:17:24 dgx-b kernel: Kernel panic - not syncing: softlockup: hung tasks",
+        "Oct 03 10:16:32 inf-07 systemd[1]: sglang-qwen.service: start operation timed out. "
+        "Terminating.",
+        "Jan 30 23:02:41 box systemd[1]: session-14.scope: Killing process 190311 (python) with "
+        "signal SIGHUP.",
         "Mar 05 10:15:03 gpu-srv-3 systemd[1]: sglang.service: Control process exited, "
         "code=exited, status=7/NOTRUNNING",
     ],
