@@ -39,6 +39,7 @@ from exporter.logs.tracebacks import (
 )
 
 _ASSERT_SOURCE = re.compile(r"^assert\s")
+_SCANCEL = "scancel "
 _CANCELLED = re.compile(r"^(?:asyncio\.(?:exceptions\.)?)?CancelledError$")
 # IPython (a notebook, Jupyter) heads a traceback with the exception's type, padded:
 # "GatedRepoError          Traceback (most recent call last)"; its own line comes last.
@@ -211,7 +212,11 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     typed_at = lines[interrupted].number if interrupted < len(lines) else None
     hits = _drop_expected(_find_hits(ordered, skip), ordered, stopped_at, typed_at)
     recovered = frozenset(
-        h.position for h in hits if _recovered_from(h, runs) or _outlived(h, runs, ordered)
+        h.position
+        for h in hits
+        if _recovered_from(h, runs)
+        or _outlived(h, runs, ordered)
+        or _cancelled_as_asked(ordered, h)
     )
     hits = [h for h in hits if h.position not in recovered]
     return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered)
@@ -455,6 +460,19 @@ def _drop_expected(
         )
         and not (h.signature.name == "scheduler_died" and _exited_by_itself(ordered, h.position))
     ]
+
+
+def _cancelled_as_asked(ordered: Sequence[LogLine], hit: Hit) -> bool:
+    """Slurm's CANCELLED with no reason of its own (no "DUE TO ...") under the job's own
+    ``scancel`` (a batch script ending its background server once its client is done): a
+    stop asked for."""
+    message = ordered[hit.position].message
+    return (
+        hit.signature.name == "job_cancelled"
+        and "CANCELLED AT" in message
+        and "DUE TO" not in message
+        and any(_SCANCEL in line.raw for line in ordered[: hit.position])
+    )
 
 
 def _exited_by_itself(ordered: Sequence[LogLine], position: int) -> bool:

@@ -185,6 +185,17 @@ def test_a_server_the_shell_suspended_hangs_and_the_port_it_holds_is_taken():
     assert relaunched.failure_class is C.PORT_IN_USE
 
 
+def test_a_batch_job_that_cancels_itself_when_its_client_is_done_did_not_fail():
+    cancelled = (
+        "slurmstepd: error: *** JOB 9120447 ON gpu-a100-031 CANCELLED AT 2026-06-02T13:58:52 ***"
+    )
+    assert run(f"{SERVING}+ scancel 9120447\n{cancelled}\n").failure_class is C.NONE
+    # nobody here asked for it (an admin's scancel), or Slurm's own reason: a kill
+    assert run(f"{SERVING}{cancelled}\n").failure_class is C.KILLED_BY_SIGNAL
+    limit = cancelled.replace(" ***", " DUE TO TIME LIMIT ***")
+    assert run(f"{SERVING}+ scancel 9120447\n{limit}\n").failure_class is C.KILLED_BY_SIGNAL
+
+
 def test_a_pod_that_waited_for_a_node_and_then_served_did_not_fail():
     waited = (
         "12m   Warning  FailedScheduling   pod/qwen8b-6d4b9c7f5-r8x2m   0/6 nodes are available: "
