@@ -740,6 +740,16 @@ SIGNATURES: tuple[Signature, ...] = (
         45,
     ),
     sig(
+        # The kubelet failing to start the pod's container at all: no sandbox (a runtime
+        # class the node lacks), a volume that does not mount, an image it cannot pull
+        "pod_never_started",
+        C.OTHER,
+        ("pod sandbox", "MountVolume.SetUp failed", "ErrImagePull", "ImagePullBackOff"),
+        r"Failed to create pod sandbox|MountVolume\.SetUp failed|\bErrImagePull\b"
+        r"|\bImagePullBackOff\b",
+        45,
+    ),
+    sig(
         "liveness_probe_failed",
         C.HANG_TIMEOUT,
         ("Liveness probe failed", "failed liveness probe"),

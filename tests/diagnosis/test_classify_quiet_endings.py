@@ -196,6 +196,21 @@ def test_a_batch_job_that_cancels_itself_when_its_client_is_done_did_not_fail():
     assert run(f"{SERVING}+ scancel 9120447\n{limit}\n").failure_class is C.KILLED_BY_SIGNAL
 
 
+@pytest.mark.parametrize(
+    "event",
+    [
+        "Warning  FailedCreatePodSandBox  2m (x71 over 17m)   kubelet  Failed to create pod "
+        'sandbox: rpc error: code = Unknown desc = no runtime for "nvidia" is configured',
+        "Warning  FailedMount  4m (x14 over 31m)  kubelet  MountVolume.SetUp failed for volume "
+        '"models" : mount.nfs: Connection timed out',
+        "qwen-0   0/1     ImagePullBackOff   0          6m",
+    ],
+)
+def test_a_pod_whose_container_never_started_failed_before_the_server(event):
+    result = run(f"$ kubectl describe pod qwen-0\n{event}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, event)
+
+
 def test_a_pod_that_waited_for_a_node_and_then_served_did_not_fail():
     waited = (
         "12m   Warning  FailedScheduling   pod/qwen8b-6d4b9c7f5-r8x2m   0/6 nodes are available: "
