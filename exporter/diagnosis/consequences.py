@@ -59,8 +59,11 @@ _NAMING = ("signature", "exception", "wording")  # the layers that read what a l
 _NAMED = frozenset(FailureClass) - {FailureClass.NONE, FailureClass.OTHER}
 # What a server that serves on can still be short of.
 _SERVER_CONDITIONS = frozenset({FailureClass.KV_POOL_EXHAUSTED, FailureClass.MAMBA_CACHE_EXHAUSTED})
-# A device gone from torch's view: after the driver reported it lost, that fault's consequence.
-_DEVICE_GONE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device")
+# A device gone from torch's view: after the driver reported it lost, or torch's CUDA could
+# not start on it, that fault's consequence.
+_DEVICE_GONE = re.compile(
+    r"No CUDA GPUs are available|no CUDA-capable device|No accelerator .*is available"
+)
 _DEVICE_OOM = (
     FailureClass.POOL_INIT_OOM,
     FailureClass.WEIGHTS_OOM,

@@ -1196,6 +1196,17 @@ SIGNATURES: tuple[Signature, ...] = (
         r"oom-kill:|oom_reaper:|invoked oom-killer",
         53,
     ),
+    sig(
+        # torch's warning that CUDA could not start on GPUs that are there (802: the fabric
+        # manager down on an NVSwitch host; 803, 804: a driver that does not fit the
+        # toolkit): said at import, first; what fails later ("No accelerator is available")
+        # follows from it. Error 100 is no GPU at all: the host's, other.
+        "cuda_init_failed",
+        C.CUDA_ERROR,
+        "CUDA initialization: Unexpected error",
+        r"CUDA initialization: Unexpected error from cudaGetDeviceCount\(\).*\bError (?!100\b)\d+:",
+        85,
+    ),
     # --- other known conditions
     sig(
         "host_environment",

@@ -1704,3 +1704,21 @@ def test_json_that_does_not_parse_is_the_override_flag_or_the_config_file():
     # a config.json hand-edited wrong, though the flag is there: the decoder says line 27
     trailing_comma = python_dict.replace("line 1 column 2 (char 1)", "line 27 column 1 (char 803)")
     assert run(command + frames + trailing_comma + "\n").failure_class is C.MODEL_LOAD_ERROR
+
+
+def test_cuda_that_could_not_start_on_gpus_that_are_there_is_the_cause_of_no_accelerator():
+    warning = (
+        "/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:182: UserWarning: CUDA "
+        "initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+        "functions before calling NumCudaDevices() that might have already set an error? Error "
+        "802: system not yet initialized (Triggered internally at "
+        "/pytorch/c10/cuda/CUDAFunctions.cpp:109.)"
+    )
+    raised = "RuntimeError: No accelerator (CUDA, XPU, HPU, NPU, MUSA) is available."
+    result = run(f"{warning}\n  return torch._C._cuda_getDeviceCount() > 0\n{raised}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, warning)
+    # error 100 is no GPU at all: the host's
+    no_gpu = warning.replace(
+        "Error 802: system not yet initialized", "Error 100: no CUDA-capable device is detected"
+    )
+    assert run(f"{no_gpu}\n{raised}\n").failure_class is C.OTHER
