@@ -66,7 +66,7 @@ _ON_ITS_OWN = re.compile(
 # ... and what it stopped: something that runs (a cache evicted on demand is no stop).
 _RUNNING_THING = re.compile(
     r"(?i)\b(?:server|container|pod|node|instance|vm|machine|job|task|step|notebook|workspace"
-    r"|session|process|pid|service|driver|kernel|replica|worker|deployment|alloc\w*|sglang)\b"
+    r"|session|process|pid|service|driver|kernel|replica|worker|deployment|alloc\w*|sglang)e?s?\b"
     r"|\.service\b|/sglang"
 )
 # On layers.py's scale, below everything a line names.

@@ -448,6 +448,9 @@ def test_a_serving_log_with_no_sign_it_stopped_answering_is_healthy(above, below
         "Aug 14 03:00:02 gpu07 gpu-reaper[118230]: killing PID 48211 (python3) on GPU 0, sending"
         " SIGKILL",
         'time="2026-07-15T03:00:02Z" level=info msg="Draining node gpu-a10g-2" node=gpu-a10g-2',
+        # Ray's autoscaler, the plural of what it stopped
+        "2026-05-06 21:40:02,713\tINFO autoscaler.py:1188 -- Terminating 1 nodes of type "
+        "gpu_a100_worker (idle for 5.0 min, max_workers 4)",
     ],
 )
 def test_a_platform_stopping_the_server_on_its_own_account_killed_it_from_outside(stop):
