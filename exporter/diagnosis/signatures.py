@@ -1015,6 +1015,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "than the maximum time of",
             "higher priority waiting request",
             "qmaster enforced",
+            "Preempted to accommodate",
+            "has been revoked",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
         # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
@@ -1031,7 +1033,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|^TERM_RUNLIMIT: job killed|^timeout: sending signal \w+ to command"
         r"|^Cancelling nested steps due to timeout|ran longer than the maximum time of \d+ minutes"
         r"|^Canceling since a higher priority waiting request for .* exists"
-        r"|\bqmaster enforced h_rt\b",
+        r"|\bqmaster enforced h_rt\b"
+        # ... and Kueue's preemption of a workload; an interactive allocation Slurm revoked
+        r"|Preempted to accommodate a\b|Job allocation \d+ has been revoked",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(

@@ -76,6 +76,9 @@ SERVING = (
         "Terminating.",
         "Jan 30 23:02:41 box systemd[1]: session-14.scope: Killing process 190311 (python) with "
         "signal SIGHUP.",
+        "  Warning  Preempted  4m    kueue-admission  Preempted to accommodate a workload (UID: "
+        "5c0e9a7d-3b41-4f0e-9d2a-71b8f0c2d6e4) due to prioritization in the ClusterQueue",
+        "salloc: Job allocation 88213 has been revoked.",
         "Mar 05 10:15:03 gpu-srv-3 systemd[1]: sglang.service: Control process exited, "
         "code=exited, status=7/NOTRUNNING",
     ],
