@@ -152,6 +152,7 @@ FAMILIES: tuple[Family, ...] = (
         r"|no (?:model|implementation) (?:class )?(?:found |registered )?for"
         r" (?:architecture|model)|processor registered (?:in \w+ )?for (?:architecture|model)"
         r"|unimplemented model type|does not support (?:the )?model (?:architecture|type)",
+        specific=True,
     ),
     _family(
         "model_files",

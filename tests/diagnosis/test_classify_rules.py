@@ -1722,3 +1722,15 @@ def test_cuda_that_could_not_start_on_gpus_that_are_there_is_the_cause_of_no_acc
         "Error 802: system not yet initialized", "Error 100: no CUDA-capable device is detected"
     )
     assert run(f"{no_gpu}\n{raised}\n").failure_class is C.OTHER
+
+
+def test_an_architecture_the_loader_says_is_not_supported_is_an_unsupported_model():
+    raised = "ValueError: GGUF model with architecture qwen35moe is not supported yet."
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/transformers/modeling_gguf_pytorch_utils.py", line 431, in load_gguf_checkpoint\n'
+        '    raise ValueError(f"GGUF model with architecture {architecture} is not supported yet.")\n'
+        f"{raised}\n"
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.UNSUPPORTED_MODEL, raised)
