@@ -66,9 +66,9 @@ HELDOUT_SETS = tuple(name for name in LABELLED_SETS if name.startswith("heldout"
 # root it at the exception. heldout78 (quiet endings, a seventh look) read 12/14 blind, 29/31
 # after a server gone silent while serving, a platform's own stop, an ssh session's hangup
 # and a container runtime's events; its other kills are each a platform's own words (a
-# notebook's limit, a step's timeout decorator). heldout80 (quantized models, a second look) read 37/36 blind: a
-# dtype the quantization method refuses is the loader's rejection here (SGLang's vocabulary
-# rules), the flag's to its writer.
+# notebook's limit, a step's timeout decorator). heldout80 (quantized models, a second look)
+# read 37/36 blind: a dtype the quantization method refuses is the loader's rejection here
+# (SGLang's vocabulary rules), the flag's to its writer.
 # heldout84 (programs that embed SGLang, a third look) and heldout85 (multi-node and PD, a
 # third look) read 39/33 and 37/32 blind: their root lines split where writers do (c10d's
 # warning or the error after it, a wrapper's line quoting the ImportError or the error, an
