@@ -99,7 +99,7 @@ FLOORS = {
     "heldout68": (36, 34),
     "heldout69": (37, 38),
     "heldout72": (37, 38),
-    "heldout73": (28, 22),
+    "heldout73": (29, 23),
     "heldout76": (40, 34),
     "heldout78": (29, 31),
     "heldout80": (37, 36),
