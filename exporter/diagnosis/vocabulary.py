@@ -283,7 +283,7 @@ _FAILURE_WORDS = re.compile(
 _NOT_A_FAILURE = re.compile(
     r"\b(?:warn(?:ing)?|deprecat\w*|retrying|fall(?:ing)? ?back|skipp\w*|no errors?|errors?=0"
     r"|abort(?:ed)? request|request is disconnected|to avoid|beware|please note|consider"
-    r"|you (?:may|might|can|need to)|NCCL INFO)\b|%\|",  # NCCL_DEBUG=INFO's lines are info
+    r"|you (?:may|might|can|need to)|NCCL INFO|sub-?optimal)\b|%\|",  # NCCL_DEBUG=INFO's: info
     re.IGNORECASE,
 )
 # SGLang's teardown. Not its kill_process_tree with include_parent=False: that is

@@ -285,6 +285,16 @@ def test_healthy_log_is_none():
     assert result.root_cause_line is None
 
 
+def test_sglangs_advice_that_a_default_kernel_config_may_be_slow_is_no_failure():
+    log = (
+        "[2026-11-06 12:03:55 TP0] Using default MoE kernel config. Performance might be "
+        "sub-optimal! Config file not found at /sgl-workspace/sglang/python/sglang/srt/layers/"
+        "moe/fused_moe_triton/configs/E=257,N=256,device_name=NVIDIA_B200.json\n"  # its hint cut
+        "[2026-11-06 12:06:59] The server is fired up and ready to roll!\n"
+    )
+    assert run(log).failure_class is C.NONE
+
+
 def test_startup_that_stops_without_error_is_a_hang_and_names_the_last_line():
     log = "[2026-01-01 10:00:00 TP0] Init torch distributed begin.\n[2026-01-01 10:00:00 TP1] Init torch distributed begin.\n"
     result = run(log)
