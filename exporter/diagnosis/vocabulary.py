@@ -47,6 +47,13 @@ def _family(
     )
 
 
+# A GPU too old or of another kind for what was asked, in the words of whoever refused it.
+_GPU_CAPABILITY = (
+    r"(?:compute capability|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|Turing|Volta|\bgfx\d+)"
+    r".*(?:not supported|only supports?|requires?|unsupported|or newer)"
+    r"|(?:not supported|only supports?|requires?|unsupported) .*(?:compute capability"
+    r"|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|\bgfx\d+)"
+)
 FAMILIES: tuple[Family, ...] = (
     # Sizing: the numbers do not fit, before anything was allocated.
     _family(
@@ -177,15 +184,14 @@ FAMILIES: tuple[Family, ...] = (
         r"|\b(?:weights?|checkpoint|parameters?|tensors?)\b.{0,40}\b(?:not found|missing|must "
         r"declare|coverage|do not correspond)",
     ),
-    # A kernel that exists only for other GPUs.
+    # A flag or a backend the operator chose that this GPU cannot run: the choice rejected.
     _family(
-        "gpu_capability",
-        C.KERNEL_ERROR,
-        r"(?:compute capability|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|Turing|Volta|\bgfx\d+)"
-        r".*(?:not supported|only supports?|requires?|unsupported|or newer)"
-        r"|(?:not supported|only supports?|requires?|unsupported) .*(?:compute capability"
-        r"|\bsm_?\d{2,3}a?\b|Ampere|Hopper|Blackwell|\bgfx\d+)",
+        "flag_needs_other_gpu",
+        C.INVALID_ARGUMENT,
+        rf"^(?=.*(?:--[a-z][\w-]+|\bbackend\b)).*(?:{_GPU_CAPABILITY})",
     ),
+    # A kernel that exists only for other GPUs.
+    _family("gpu_capability", C.KERNEL_ERROR, _GPU_CAPABILITY),
     _family(
         "model_download",
         C.MODEL_LOAD_ERROR,

@@ -1744,3 +1744,15 @@ def test_an_architecture_the_loader_says_is_not_supported_is_an_unsupported_mode
     )
     result = run(log)
     assert (result.failure_class, result.root_cause_line) == (C.UNSUPPORTED_MODEL, raised)
+
+
+def test_a_flag_or_backend_this_gpu_cannot_run_is_the_choice_rejected_not_a_kernel():
+    chosen = "AssertionError: --dsv4-attn-backend trtllm requires an SM100/SM103 (Blackwell) GPU."
+    frames = (
+        'Traceback (most recent call last):\n  File "/usr/local/bin/sglang", line 8, in <module>\n'
+    )
+    result = run(f"{frames}{chosen}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, chosen)
+    # a kernel built only for other GPUs, nothing the operator chose
+    built = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
+    assert run(f"{frames}{built}\n").failure_class is C.KERNEL_ERROR
