@@ -158,7 +158,9 @@ FAMILIES: tuple[Family, ...] = (
         r"|unsupported (?:[\w-]+ )?(?:model|architecture)|does not recognize this architecture"
         r"|no (?:model|implementation) (?:class )?(?:found |registered )?for"
         r" (?:architecture|model)|processor registered (?:in \w+ )?for (?:architecture|model)"
-        r"|unimplemented model type|does not support (?:the )?model (?:architecture|type)",
+        r"|unimplemented model type|does not support (?:the )?model (?:architecture|type)"
+        # SGLang's registry, when the module that holds an architecture would not import
+        r"|architectures? \[[^\]]*\] failed to be inspected",
         specific=True,
     ),
     _family(

@@ -726,6 +726,10 @@ def test_an_import_that_failed_for_another_model_is_not_why_the_architecture_is_
     assert run(other_model + unsupported).failure_class is C.UNSUPPORTED_MODEL
     its_model = other_model.replace("glm4v_moe", "ovis2_5")
     assert run(its_model + unsupported).failure_class is C.DEPENDENCY_ERROR
+    # the registry's other words for it: the architecture's module "failed to be inspected"
+    uninspected = unsupported.replace("are not supported for now", "failed to be inspected")
+    assert run(uninspected).failure_class is C.UNSUPPORTED_MODEL
+    assert run(its_model + uninspected).failure_class is C.DEPENDENCY_ERROR
 
 
 def test_a_handler_that_raises_anew_with_the_caught_errors_words_is_rooted_at_the_caught_one():
