@@ -51,7 +51,12 @@ _IPYTHON_FRAME_OR_CODE = re.compile(r"^(?:File \S+\.py:\d+, in |(?:-+> +)?\d+ )"
 CARETS = re.compile(r"^[\s^~]+$")
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
 # and SIGTERM paths include the parent.
-_OWN_SHUTDOWN = re.compile(r"kill_process_tree called: .*include_parent=False")
+# The process taking its own tree down, or its SIGTERM drain done (the drain's watchdog runs
+# in the serving event loop: a server that was up).
+_OWN_SHUTDOWN = re.compile(
+    r"kill_process_tree called: .*include_parent=False"
+    r"|Gracefully exiting\.\.\. Remaining number of requests 0\b"
+)
 _CUDA_INIT_WARNING = "UserWarning: CUDA initialization: "
 _QUOTED_MIN = 24  # of the caught error's message: words, not a bare code
 _NOTES_SPAN = 8  # lines from a caught error down to the "During handling" under it

@@ -233,6 +233,21 @@ def test_a_proxy_giving_up_on_a_request_the_server_then_answered_is_no_hang():
     assert stuck.failure_class is C.HANG_TIMEOUT
 
 
+def test_a_drain_that_finished_is_a_clean_stop_though_no_batch_is_in_the_paste():
+    log = (
+        '[2026-11-19 16:20:02] INFO:     10.42.0.9:40122 - "POST /v1/completions HTTP/1.1" 400 '
+        "Bad Request\n"
+        "[2026-11-19 16:23:01] SIGTERM received. signum=15 frame=None. Draining requests and "
+        "shutting down...\n"
+        "[2026-11-19 16:23:04] Gracefully exiting... Remaining number of requests 0. Remaining "
+        "requests remaining_rids=[].\n"
+    )
+    assert run(log).failure_class is C.NONE
+    # the drain not done when the paste ends: no word that it stopped cleanly
+    unfinished = log.replace("Remaining number of requests 0.", "Remaining number of requests 3.")
+    assert run(unfinished).failure_class is not C.NONE
+
+
 def test_a_pod_that_waited_for_a_node_and_then_served_did_not_fail():
     waited = (
         "12m   Warning  FailedScheduling   pod/qwen8b-6d4b9c7f5-r8x2m   0/6 nodes are available: "
