@@ -902,8 +902,8 @@ SIGNATURES: tuple[Signature, ...] = (
         # health checks: the worker lives but does not answer.
         "gateway_health_check",
         C.HANG_TIMEOUT,
-        ("Health check timeout", "marked unhealthy", "No healthy workers"),
-        r"Health check timeout for worker|[Ww]orker \S+ marked unhealthy|No healthy workers",
+        ("Health check timeout", "marked unhealthy", "o healthy workers"),
+        r"Health check timeout for worker|[Ww]orker \S+ marked unhealthy|[Nn]o healthy workers",
         50,
     ),
     sig(

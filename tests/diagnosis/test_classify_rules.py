@@ -1756,3 +1756,14 @@ def test_a_flag_or_backend_this_gpu_cannot_run_is_the_choice_rejected_not_a_kern
     # a kernel built only for other GPUs, nothing the operator chose
     built = "RuntimeError: FlashInfer requires GPUs with sm75 or higher"
     assert run(f"{frames}{built}\n").failure_class is C.KERNEL_ERROR
+
+
+@pytest.mark.parametrize(
+    "gateway",
+    [
+        "2026-03-30T22:08:01Z ERROR no healthy workers for model qwen3-32b, returning 503",
+        "2026-03-30T22:08:01Z WARN Worker http://10.0.0.7:30000 marked unhealthy",
+    ],
+)
+def test_a_gateway_finding_no_healthy_worker_says_the_server_stopped_answering(gateway):
+    assert run(BATCH + gateway + "\n").failure_class is C.HANG_TIMEOUT
