@@ -109,7 +109,8 @@ _PROBE_SPEC = re.compile(r"(?:Liveness|Readiness|Startup):\s+(?:http-get|exec|tc
 # Signatures of what a server can serve after: a group that recovered, a download that fit,
 # a GPU build warning that did not matter, a GPU fault of another process, a startup probe
 # that failed before the server was up, an ssh session dropped under a server that nohup or
-# tmux kept, a container paused and unpaused, a pod that waited for a node and got one.
+# tmux kept, a container paused (or a unit frozen) and let go, a pod that waited for a node
+# and got one.
 RECOVERABLE = frozenset(
     {
         "nccl_warning",

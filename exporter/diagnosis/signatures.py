@@ -417,13 +417,16 @@ SIGNATURES: tuple[Signature, ...] = (
         (
             "ModuleNotFoundError",
             "ImportError",
+            "No module named",
             "minimum required version",
             "which is less than the minimum",
             "cannot open shared object file",
         ),
         r"^(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError)\b|with minimum required version .* is "
         r"not installed|which is less than the minimum required version"
-        r"|^OSError: .*cannot open shared object file",
+        r"|^OSError: .*cannot open shared object file"
+        # ... and the interpreter's own word for `python -m sglang...` where it is not installed
+        r"|^\S*python[\d.]*: No module named \S+",
         95,
     ),
     sig(
@@ -963,6 +966,10 @@ SIGNATURES: tuple[Signature, ...] = (
             "exitCode=13",
             "Pane is dead (signal",
             "srun: error: ",
+            "code=killed, status=",
+            "Alarm clock",
+            "Hangup",
+            "User defined signal",
         ),
         # ... and kubectl describe's "Exit Code:    137" of the container's last state, docker
         # compose's "sglang-1 exited with code 137", `docker ps`'s "Exited (137)", a wrapper
@@ -976,7 +983,8 @@ SIGNATURES: tuple[Signature, ...] = (
         rf"|\bexitCode={_SIGNAL_EXIT}"  # `docker events`' "container die <id> (exitCode=137, ..."
         # ... tmux's footer of a pane kept after its process died of a signal; srun's word of a
         # task that a signal ended (strsignal's name for it)
-        r"|^Pane is dead \(signal \d+"
+        r"|^Pane is dead \(signal \d+|code=killed, status=1/HUP\b"
+        r"|: line \d+: +\d+ (?:Alarm clock|Hangup|User defined signal \d)\s"
         r"|^srun: error: \S+: tasks? [\d,-]+: (?:Killed|Terminated|Hangup|User defined signal \d)$"
         # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed
         r"|Child process unexpectedly failed with an exit code 9\.",
@@ -1017,6 +1025,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "qmaster enforced",
             "Preempted to accommodate",
             "has been revoked",
+            "exceeded running time limit",
+            "second timeout, killing",
         ),
         # ... and the kubelet's eviction, in the pod's status message or its events; the time
         # limits of PBS and LSF, of a Kubernetes Job (activeDeadlineSeconds) and of CI runners
@@ -1035,7 +1045,9 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|^Canceling since a higher priority waiting request for .* exists"
         r"|\bqmaster enforced h_rt\b"
         # ... and Kueue's preemption of a workload; an interactive allocation Slurm revoked
-        r"|Preempted to accommodate a\b|Job allocation \d+ has been revoked",
+        r"|Preempted to accommodate a\b|Job allocation \d+ has been revoked"
+        # ... and Nextflow's time directive; podman run --timeout
+        r"|^Process exceeded running time limit\b|exceeded \d+ second timeout, killing",
         65,  # a batch system or the cluster stopped it: killed from outside
     ),
     sig(
@@ -1139,9 +1151,27 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "container_paused",
         C.HANG_TIMEOUT,
-        "container pause ",
-        r"\bcontainer pause [0-9a-f]{6,64}\b",
+        ("container pause ", "Unit now frozen"),
+        r"\bcontainer pause [0-9a-f]{6,64}\b|\.service: Unit now frozen\b",  # systemctl freeze
         60,
+    ),
+    sig(
+        # GitHub Actions' word for a job cancelled under its steps (by hand, a newer run, a
+        # timeout): a kill from outside, whatever the step was doing
+        "ci_operation_cancelled",
+        C.KILLED_BY_SIGNAL,
+        "The operation was canceled",
+        r"^Error: The operation was canceled\.$",
+        40,
+    ),
+    sig(
+        # The NVIDIA container toolkit refusing to start the container: the driver too old for
+        # the image's CUDA (a cuda>= requirement), or no driver at all (the host's, other)
+        "container_toolkit_refused",
+        C.CUDA_ERROR,
+        "nvidia-container-cli: requirement error",
+        r"nvidia-container-cli: requirement error: unsatisfied condition: cuda\s*>=",
+        90,
     ),
     sig(
         # The shell's job control: the server suspended (a Ctrl-Z, a background job that read
@@ -1218,6 +1248,8 @@ SIGNATURES: tuple[Signature, ...] = (
         (
             "Cannot re-initialize CUDA in forked",
             "is available.",
+            "NVIDIA-SMI has failed",
+            "driver not loaded",
             "memory leak detected",
             "Cannot allocate memory",
             "not compiled with CUDA",
@@ -1231,6 +1263,9 @@ SIGNATURES: tuple[Signature, ...] = (
         ),
         # ... and a torch with no CUDA device to use (no driver, no GPU, a build without CUDA)
         r"Cannot re-initialize CUDA in forked subprocess|No accelerator .*is available"
+        # no driver loaded on the host, as nvidia-smi and the container toolkit say it
+        r"|NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+        r"|nvidia-container-cli: initialization error: nvml error: driver not loaded"
         r"|Torch not compiled with CUDA enabled|torch\._C' has no attribute '_cuda_"
         # (said in an error: torch warns the same words at import, before what really failed)
         r"|No CUDA GPUs are available|[Ee]rror(?: \d+)?: no CUDA-capable device is detected"
@@ -1293,10 +1328,11 @@ OOM_FRAME_RULES: tuple[tuple[tuple[str, ...], C], ...] = (
 
 # Exceptions that only ever follow another failure: never a root cause of their own.
 # A CI runner's word that a step's command failed (GitHub Actions' "Error: Process completed
-# with exit code 1.", Buildkite's "Error: The command exited with status 1"): how the job
-# ended, never why. Shaped like an exception that no program raised.
+# with exit code 1.", Buildkite's "Error: The command exited with status 1") or was cancelled:
+# how the job ended, never why. Shaped like an exception that no program raised.
 CI_STEP_FAILED = re.compile(
-    r"^Error: (?:Process completed with exit code|The command exited with status) -?\d+"
+    r"^Error: (?:(?:Process completed with exit code|The command exited with status) -?\d+"
+    r"|The operation was canceled\.$)"
 )
 CONSEQUENCE_EXCEPTIONS = frozenset(
     {

@@ -79,6 +79,12 @@ SERVING = (
         "  Warning  Preempted  4m    kueue-admission  Preempted to accommodate a workload (UID: "
         "5c0e9a7d-3b41-4f0e-9d2a-71b8f0c2d6e4) due to prioritization in the ClusterQueue",
         "salloc: Job allocation 88213 has been revoked.",
+        "Apr 02 00:00:01 llm-prod-2 systemd[1]: sglang.service: Main process exited, code=killed, "
+        "status=1/HUP",
+        "./run_gen.sh: line 4: 1187342 Alarm clock             python gen_synth.py --n 400000",
+        "Process exceeded running time limit (2h)",
+        "Error: timeout: container 5e0a1c4d2b8f exceeded 3600 second timeout, killing",
+        "Error: The operation was canceled.",
         "Mar 05 10:15:03 gpu-srv-3 systemd[1]: sglang.service: Control process exited, "
         "code=exited, status=7/NOTRUNNING",
     ],
@@ -246,6 +252,34 @@ def test_a_drain_that_finished_is_a_clean_stop_though_no_batch_is_in_the_paste()
     # the drain not done when the paste ends: no word that it stopped cleanly
     unfinished = log.replace("Remaining number of requests 0.", "Remaining number of requests 3.")
     assert run(unfinished).failure_class is not C.NONE
+
+
+@pytest.mark.parametrize(
+    ("line", "failure_class"),
+    [
+        ("Apr 25 02:00:01 node7 systemd[1]: sglang.service: Unit now frozen.", C.HANG_TIMEOUT),
+        ("/usr/bin/python: No module named sglang", C.DEPENDENCY_ERROR),
+        (
+            "docker: Error response from daemon: failed to create task for container: "
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9, please "
+            "update your driver to a newer version, or use an earlier cuda container: unknown.",
+            C.CUDA_ERROR,
+        ),
+        (
+            "nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown",
+            C.OTHER,
+        ),
+        (
+            "Jun 02 04:11:20 gpu-edge-3 nvidia-smi[1044]: NVIDIA-SMI has failed because it "
+            "couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver "
+            "is installed and running.",
+            C.OTHER,
+        ),
+    ],
+)
+def test_what_the_host_says_before_the_server_could_start_or_answer(line, failure_class):
+    result = run(f"$ ./start.sh\n{line}\n")
+    assert (result.failure_class, result.root_cause_line) == (failure_class, line)
 
 
 def test_a_pod_that_waited_for_a_node_and_then_served_did_not_fail():
