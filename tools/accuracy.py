@@ -121,6 +121,11 @@ LABELLED_SETS = {
     "heldout93": DATA / "heldout93",
     "heldout94": DATA / "heldout94",
     "heldout95": DATA / "heldout95",
+    "heldout96": DATA / "heldout96",
+    "heldout97": DATA / "heldout97",
+    "heldout98": DATA / "heldout98",
+    "heldout99": DATA / "heldout99",
+    "heldout100": DATA / "heldout100",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }
