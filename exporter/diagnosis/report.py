@@ -128,10 +128,8 @@ def _prose_around_an_indented_log(lines: Sequence[LogLine]) -> set[int]:
         return set()
     return {
         line.number
-        for i, line in enumerate(lines)
-        if not line.raw.startswith((_INDENTED, "\t"))
-        and _sentences(line.message)
-        and not _reads_as_log(lines, i)  # an exception line the paste left unindented
+        for line in lines
+        if not line.raw.startswith((_INDENTED, "\t")) and _sentences(line.message)
     }
 
 

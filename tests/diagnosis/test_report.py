@@ -109,7 +109,3 @@ def test_a_reply_below_a_log_indented_as_markdown_code_is_not_its_last_progress(
     assert result.root_cause_line == stalled[-1].strip()
     lines, _ = read_log("\n".join(["Stuck:", *stalled, "", reply]) + "\n")
     assert the_reports_own(lines) == {5}  # the reply; the indented log stays the server's
-    # an exception line the paste left unindented inside the block is still the log's
-    raised = "RuntimeError: Triton Error [CUDA]: too many resources requested for launch"
-    lines, _ = read_log("\n".join(["Crashed:", *stalled, raised, "", reply]) + "\n")
-    assert the_reports_own(lines) == {6}
