@@ -17,7 +17,6 @@ from exporter.logs.lines import LogLine
 from exporter.logs.literals import KILLED_TRANSLATED_WORDS
 from exporter.logs.tracebacks import EXCEPTION_LINE, PY_WARNING
 
-_INDENTED = "    "  # a Markdown code block's indentation
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
 # What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
 # (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
@@ -118,19 +117,7 @@ def the_reports_own(lines: Sequence[LogLine]) -> set[int]:
             outside.append(i)
     if fenced_log:  # most logs hold no fence: their lines are never asked
         own.update(lines[i].number for i in outside if not _reads_as_log(lines, i))
-    return own | _prose_above_the_log(lines) | _prose_around_an_indented_log(lines)
-
-
-def _prose_around_an_indented_log(lines: Sequence[LogLine]) -> set[int]:
-    """Markdown's other code block, the log indented four spaces (Reddit, forums): the
-    sentences outside it, not indented, are the report's (a reply quoted below the log)."""
-    if not any(line.has_sglang_prefix and line.raw.startswith(_INDENTED) for line in lines):
-        return set()
-    return {
-        line.number
-        for line in lines
-        if not line.raw.startswith((_INDENTED, "\t")) and _sentences(line.message)
-    }
+    return own | _prose_above_the_log(lines)
 
 
 def _prose_above_the_log(lines: Sequence[LogLine]) -> set[int]:

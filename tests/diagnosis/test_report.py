@@ -91,21 +91,3 @@ def test_the_question_below_a_fenced_log_that_stopped_is_not_its_last_progress()
     )
     assert result.failure_class is C.HANG_TIMEOUT
     assert result.root_cause_line == stalled[-1]
-
-
-def test_a_reply_below_a_log_indented_as_markdown_code_is_not_its_last_progress():
-    """Markdown's other code block: the log indented four spaces (Reddit, forums); the
-    sentences outside it are the thread's, even quoted."""
-    stalled = [
-        "    [2026-01-22 10:02:31] Load weight begin. avail mem=78.61 GB",
-        "    model-00004-of-00016.safetensors:  61%|██████    | 2.44G/3.99G [00:49<00:31, 49.3MB/s]",
-    ]
-    reply = (
-        "> top comment: it's not loading, the download stalled (the proxy drops the connection). "
-        "Download with `hf download` first and point --model-path at the local folder."
-    )
-    result = run(["Stuck forever on first launch, no error:", "", *stalled, "", reply])
-    assert result.failure_class is C.HANG_TIMEOUT
-    assert result.root_cause_line == stalled[-1].strip()
-    lines, _ = read_log("\n".join(["Stuck:", *stalled, "", reply]) + "\n")
-    assert the_reports_own(lines) == {5}  # the reply; the indented log stays the server's
