@@ -26,8 +26,6 @@ _ABORTED = "Aborted by AbortReq"
 # line's word that the request was aborted (the PD router's, for a client gone).
 _REQUEST_ID = re.compile(r"\brid[=:] ?'?([0-9a-f]{8,})")
 _ABORTING = re.compile(r"(?i)\babort(?:ed|ing)?\b")
-# A proxy in front that gave up on one request (nginx's proxy_read_timeout): the same.
-_PROXY_TIMED_OUT = re.compile(r'upstream timed out .*\brequest: "')
 # A client that gave up waiting: a hang only if the server stopped serving too.
 _CLIENT_TIMED_OUT = re.compile(
     r"(?:httpx|httpcore|openai|requests|urllib3|aiohttp)[\w.]*\.\w*Timeout\w*(?::|$)"
@@ -114,12 +112,7 @@ def _answered_before_a_stop(attempt: Reading, root: int) -> bool:
 
 def _one_request(ordered: Sequence[LogLine], root: int) -> bool:
     message = ordered[root].message
-    if (
-        _REFUSED.search(message)
-        or _CLIENT_TIMED_OUT.match(message)
-        or _PROXY_TIMED_OUT.search(message)
-        or _ABORTED in message
-    ):
+    if _REFUSED.search(message) or _CLIENT_TIMED_OUT.match(message) or _ABORTED in message:
         return True
     rid = _REQUEST_ID.search(message)
     if rid is not None and any(_aborts(line.message, rid.group(1)) for line in ordered):

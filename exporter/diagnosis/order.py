@@ -41,8 +41,6 @@ _DMESG_T_ZH = re.compile(r"^\[[一二三四五六日] +(\d{1,2})月 +(\d{1,2}) (
 # the kernel's lines as syslog and `journalctl -k` print them ("Nov 12 03:14:07 host kernel:")
 _SYSLOG_KERNEL = re.compile(r"^(\w{3}) +(\d{1,2}) (\d\d:\d\d:\d\d) \S+ kernel: ")
 _GLOG = re.compile(r"^\[?[EWIF](\d{1,2})(\d\d) (\d\d:\d\d:\d\d)\.\d+ ")  # torch: month unpadded
-# nginx's error log, in front of the server ("2025/09/11 09:03:11 [error] 2841#2841: ...")
-_NGINX = re.compile(r"^(\d{4})/(\d\d)/(\d\d) (\d\d:\d\d:\d\d) \[[a-z]+\] \d+#\d+: ")
 
 
 def in_time_order(lines: Sequence[LogLine]) -> list[LogLine]:
@@ -119,7 +117,7 @@ def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
     if line.timestamp is not None:
         return "sglang", line.timestamp
     message = line.message
-    if not message[:1].isalnum() and not message.startswith("["):
+    if not message[:1].isalpha() and not message.startswith("["):
         return None
     try:
         kernel = _DMESG_T.match(message)
@@ -133,10 +131,6 @@ def _clock(line: LogLine, year: str | None) -> tuple[str, str] | None:
         syslog = _SYSLOG_KERNEL.match(message)
         if syslog is not None and year is not None:
             return "kernel", _named_month(year, *syslog.groups())
-        nginx = _NGINX.match(message)
-        if nginx is not None:
-            nginx_year, month, day, time = nginx.groups()
-            return "nginx", f"{nginx_year}-{month}-{day} {time}"
         glog = _GLOG.match(message)
         if glog is not None and year is not None:
             month, day, time = glog.groups()

@@ -220,25 +220,6 @@ def test_a_pod_whose_container_never_started_failed_before_the_server(event):
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, event)
 
 
-def test_a_proxy_giving_up_on_a_request_the_server_then_answered_is_no_hang():
-    timed_out = (
-        "2025/09/11 09:03:11 [error] 2841#2841: *19311 upstream timed out (110: Connection "
-        'timed out) while reading response header from upstream, request: "POST /v1/chat/'
-        'completions HTTP/1.1"'
-    )
-    batch = (
-        "[2025-09-11 09:03:{s} TP0] Decode batch. #running-req: 1, #token: 6664, token usage: "
-        "0.03, cuda graph: True, gen throughput (token/s): 41.90, #queue-req: 0\n"
-    )
-    answered = '[2025-09-11 09:03:17] INFO:     10.4.2.9:53318 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
-    # nginx's error log pasted below the server's: its clock puts it before the answer
-    log = f"{batch.format(s='05')}{answered}\nnginx error.log:\n{timed_out}\n"
-    assert run(log).failure_class is C.NONE
-    # the server's last word before it: nothing answered after, a hang
-    stuck = run(f"{batch.format(s='05')}\nnginx error.log:\n{timed_out}\n")
-    assert stuck.failure_class is C.HANG_TIMEOUT
-
-
 def test_a_drain_that_finished_is_a_clean_stop_though_no_batch_is_in_the_paste():
     log = (
         '[2026-11-19 16:20:02] INFO:     10.42.0.9:40122 - "POST /v1/completions HTTP/1.1" 400 '

@@ -106,7 +106,7 @@ FLOORS = {
     "heldout68": (36, 34),
     "heldout69": (37, 38),
     "heldout72": (37, 38),
-    "heldout73": (30, 24),
+    "heldout73": (29, 23),
     "heldout76": (40, 34),
     "heldout78": (29, 31),
     "heldout84": (39, 33),
