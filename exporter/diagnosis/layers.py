@@ -181,7 +181,8 @@ def _resolve(signature: Signature, attempt: Reading, root: int) -> tuple[Failure
     if signature.resolve is Resolve.JSON_SOURCE:
         # --json-model-override-args written as a Python dict, or empty: its value is one line
         one_line = _FIRST_LINE_OF_JSON in attempt.ordered[root].message
-        flag = any(_JSON_FLAG.search(line.raw) for line in attempt.ordered)
+        # (the report's own lines read blank: their raw text; a wrapped record: its message)
+        flag = any(_JSON_FLAG.search(line.message or line.raw) for line in attempt.ordered)
         return (
             FailureClass.INVALID_ARGUMENT if one_line and flag else signature.failure_class
         ), True

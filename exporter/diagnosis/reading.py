@@ -477,7 +477,7 @@ def _cancelled_as_asked(ordered: Sequence[LogLine], hit: Hit) -> bool:
         hit.signature.name == "job_cancelled"
         and "CANCELLED AT" in message
         and "DUE TO" not in message
-        and any(_SCANCEL in line.raw for line in ordered[: hit.position])
+        and any(_SCANCEL in (line.message or line.raw) for line in ordered[: hit.position])
     )
 
 

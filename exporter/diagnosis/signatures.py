@@ -1264,7 +1264,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # ... and a torch with no CUDA device to use (no driver, no GPU, a build without CUDA)
         r"Cannot re-initialize CUDA in forked subprocess|No accelerator .*is available"
         # no driver loaded on the host, as nvidia-smi and the container toolkit say it
-        r"|NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+        r"|NVIDIA-SMI has failed because it\b"
         r"|nvidia-container-cli: initialization error: nvml error: driver not loaded"
         r"|Torch not compiled with CUDA enabled|torch\._C' has no attribute '_cuda_"
         # (said in an error: torch warns the same words at import, before what really failed)

@@ -112,7 +112,7 @@ FLOORS = {
     "heldout84": (39, 33),
     "heldout85": (38, 33),
     "heldout89": (35, 30),
-    "heldout92": (40, 35),
+    "heldout92": (39, 34),
     "heldout93": (32, 26),
     "heldout96": (35, 37),
     "heldout98": (28, 23),
