@@ -119,7 +119,7 @@ RECOVERABLE = frozenset(
         "gpu_xid",
         "startup_probe_failed",
         "session_hangup",
-        "container_paused",
+        "frozen",
         "pod_unschedulable",
     }
 )

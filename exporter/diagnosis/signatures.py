@@ -1140,8 +1140,7 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         # The container runtime's own events (`docker events`, podman's journal): the container
-        # SIGKILLed (a stop's grace period over, a health check's kill), or frozen by the
-        # cgroup freezer (`docker pause`), which answers nothing until unpaused
+        # SIGKILLed (a stop's grace period over, a health check's kill)
         "container_killed",
         C.KILLED_BY_SIGNAL,
         "container kill ",
@@ -1149,10 +1148,12 @@ SIGNATURES: tuple[Signature, ...] = (
         62,
     ),
     sig(
-        "container_paused",
+        # The server frozen by the cgroup freezer (`docker pause`, `systemctl freeze`): it holds
+        # its GPU and answers nothing until let go
+        "frozen",
         C.HANG_TIMEOUT,
         ("container pause ", "Unit now frozen"),
-        r"\bcontainer pause [0-9a-f]{6,64}\b|\.service: Unit now frozen\b",  # systemctl freeze
+        r"\bcontainer pause [0-9a-f]{6,64}\b|\.service: Unit now frozen\b",
         60,
     ),
     sig(
