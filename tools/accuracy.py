@@ -126,6 +126,11 @@ LABELLED_SETS = {
     "heldout98": DATA / "heldout98",
     "heldout99": DATA / "heldout99",
     "heldout100": DATA / "heldout100",
+    "heldout101": DATA / "heldout101",
+    "heldout102": DATA / "heldout102",
+    "heldout103": DATA / "heldout103",
+    "heldout104": DATA / "heldout104",
+    "heldout105": DATA / "heldout105",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

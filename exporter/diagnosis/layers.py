@@ -215,7 +215,9 @@ def _by_exception(attempt: Reading, position: int) -> list[Verdict]:
     exception_type, message = match.group("type"), match.group("message") or ""
     root = _earliest_statement(ordered, position, message)
     verdicts = []
-    family = family_of(message) if message else None
+    # A command that timed out is quoted whole: its flags are no setting rejected.
+    quotes_a_command = exception_type.endswith("TimeoutExpired")
+    family = family_of(message) if message and not quotes_a_command else None
     if family is not None:
         failure_class = _worded_class(family, attempt, position)
         confidence = Confidence.MEDIUM if family.specific else Confidence.LOW

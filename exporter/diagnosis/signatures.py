@@ -747,10 +747,27 @@ SIGNATURES: tuple[Signature, ...] = (
         # class the node lacks), a volume that does not mount, an image it cannot pull
         "pod_never_started",
         C.OTHER,
-        ("pod sandbox", "MountVolume.SetUp failed", "ErrImagePull", "ImagePullBackOff"),
+        (
+            "pod sandbox",
+            "MountVolume.SetUp failed",
+            "ErrImagePull",
+            "ImagePullBackOff",
+            "FailedAttachVolume",
+        ),
         r"Failed to create pod sandbox|MountVolume\.SetUp failed|\bErrImagePull\b"
-        r"|\bImagePullBackOff\b",
+        # ... or a volume the attach/detach controller cannot attach (a ReadWriteOnce claim
+        # still held by a pod on another node)
+        r"|\bImagePullBackOff\b|\bFailedAttachVolume\b",
         45,
+    ),
+    sig(
+        # A postStart hook that failed (or outlived its budget): the kubelet kills the
+        # container however the server was doing; below anything the server itself says.
+        "post_start_hook_failed",
+        C.KILLED_BY_SIGNAL,
+        "FailedPostStartHook",
+        r"\bFailedPostStartHook\b",
+        40,
     ),
     sig(
         "liveness_probe_failed",
@@ -1009,7 +1026,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "DUE TO PREEMPTION",
             "Evicted",
             "preempted",
-            "Preempted by pod",
+            "Preempted",
             "was low on resource",
             "job killed: walltime",
             "DeadlineExceeded",
@@ -1023,7 +1040,6 @@ SIGNATURES: tuple[Signature, ...] = (
             "than the maximum time of",
             "higher priority waiting request",
             "qmaster enforced",
-            "Preempted to accommodate",
             "has been revoked",
             "exceeded running time limit",
             "second timeout, killing",
@@ -1035,7 +1051,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # script's own limit (coreutils' timeout --verbose), Jenkins' timeout step, Grid
         # Engine's limits as qacct reports them
         r"\*\*\* (?:JOB|STEP) \S+ .*CANCELLED AT|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
-        r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bpod (?:was )?preempted\b|\bPreempted by pod\b"
+        r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bPreempted by pod\b"
+        # ... a pod or any workload a scheduler preempted, in its words or its event's reason
+        r"|\b(?i:pod|job|workload|task|instance|vm|worker) (?:was |has been )?preempted\b"
+        r"|\b(?:Warning|Normal)\s+Preempted\s"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
         r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time"
         r"|Job failed: execution took longer than|Too long with no output \(exceeded"
@@ -1049,6 +1068,25 @@ SIGNATURES: tuple[Signature, ...] = (
         # ... and Nextflow's time directive; podman run --timeout
         r"|^Process exceeded running time limit\b|exceeded \d+ second timeout, killing",
         65,  # a batch system or the cluster stopped it: killed from outside
+    ),
+    sig(
+        # A Python wrapper's own time limit on the server's command (subprocess.run(...,
+        # timeout=)): the child is killed when it expires, however far it got (a child that
+        # failed on its own would have ended the wait)
+        "wrapper_timeout",
+        C.KILLED_BY_SIGNAL,
+        "TimeoutExpired: Command ",
+        r"\bTimeoutExpired: Command .*\bsglang\b.* timed out after \d",
+        50,  # above the exception's bare type
+    ),
+    sig(
+        # Slurm's accounting (sacct): a job's state ended by the cluster, the exit code column
+        # after it; below the job's own slurmstepd line, which names the moment
+        "batch_job_state",
+        C.KILLED_BY_SIGNAL,
+        ("NODE_FAIL", "PREEMPTED", "TIMEOUT", "OUT_OF_ME"),
+        r"\b(?:NODE_FAIL|PREEMPTED|TIMEOUT|OUT_OF_ME(?:\+|MORY))\s+\d+:\d+\b",
+        60,
     ),
     sig(
         # A supervisor, a platform or the shell saying it stopped the server for a limit of
@@ -1102,13 +1140,15 @@ SIGNATURES: tuple[Signature, ...] = (
         # systemd stops everything and kills what does not stop in time.
         "host_shutdown",
         C.KILLED_BY_SIGNAL,
-        ("The system will ", "with signal SIG", "imminent node shutdown"),
+        ("The system will ", "with signal SIG", "imminent node shutdown", "reboot-required, "),
         # ... and a login session's processes ended with it (its scope stopped at logout,
         # KillUserProcesses=yes): SIGTERM or SIGHUP first, SIGKILL for what outlives it
         r"The system will (?:reboot|power off|halt) now|Killing process \d+ \([^)]*\) with signal"
         r" SIG(?:KILL|TERM|HUP)"
         # ... and the kubelet's graceful node shutdown, in the pod's status
-        r"|[Pp]od was terminated in response to imminent node shutdown",
+        r"|[Pp]od was terminated in response to imminent node shutdown"
+        # ... and unattended-upgrades' own reboot after an update that needs one
+        r"|Found /var/run/reboot-required, rebooting",
         64,
     ),
     sig(
@@ -1143,9 +1183,24 @@ SIGNATURES: tuple[Signature, ...] = (
         # SIGKILLed (a stop's grace period over, a health check's kill)
         "container_killed",
         C.KILLED_BY_SIGNAL,
-        "container kill ",
-        r"\bcontainer kill [0-9a-f]{6,64} \([^)]*\b(?:signal=9|health_on_failure=kill)\b",
+        ("container kill ", "using the force"),
+        r"\bcontainer kill [0-9a-f]{6,64} \([^)]*\b(?:signal=9|health_on_failure=kill)\b"
+        # ... and dockerd's own journal: SIGTERM's grace over, SIGKILL
+        r"|Container failed to exit within \d+m?s of signal \d+ - using the force",
         62,
+    ),
+    sig(
+        # A script or a cron job stopping the server's container or process (a deploy's
+        # clean-up, a nightly `docker compose down`, tmux panes respawned with -k): the
+        # machine's own stop, in its trace (`set -x`), cron's record or the script's source
+        "scripted_stop",
+        C.KILLED_BY_SIGNAL,
+        ("+ docker", "CMD (", "tmux "),
+        r"^\++ (?:sudo )?docker(?:-compose| compose)? (?:rm -f|kill|down|stop)\b"
+        r"|\bCRON\[\d+\]: \([\w.-]+\) CMD \(.*\b(?:docker(?:-compose| compose)? (?:rm -f|kill"
+        r"|down|stop)|systemctl (?:stop|restart|kill)|pkill|killall|kill -(?:9|KILL)|reboot)\b"
+        r"|^tmux (?:kill-(?:server|session|pane)|respawn-(?:pane|window) -k)\b",
+        63,  # above the runtime's SIGKILL that follows it: who stopped it
     ),
     sig(
         # The server frozen by the cgroup freezer (`docker pause`, `systemctl freeze`): it holds

@@ -64,6 +64,9 @@ _FOREIGN_PREFIXES = (
     ),
     # docker compose: "sglang-1  | "
     re.compile(r"[\w.-]+\s+\|(?: |$)"),
+    # a platform's stream tag after its timestamp, in lower case (RunPod's worker logs):
+    # "[error] " for stderr, not a level SGLang wrote
+    re.compile(r"\[(?:info|error|warn|warning|debug)\](?: |$)"),
     # kubectl logs --prefix: "[pod/ds-r1-lws-0/sglang] "
     re.compile(r"\[pod/[\w.-]+/[\w.-]+\](?: |$)"),
     # a Ray worker's output: "(ServeReplica:app:SGLang pid=5120) ", "(task, pid=412, ip=10.0.0.2) "
@@ -82,6 +85,8 @@ _FOREIGN_PREFIXES = (
     # a Markdown quote of the log in a reply ("> ", once per level; not a REPL's ">>> ")
     re.compile(r">(?: |$)"),
 )
+
+_BRACKETED_WRAPPERS = ("[rank", "[pod/", "[info]", "[error]", "[warn", "[debug]")
 
 
 # Not frozen: a frozen dataclass's __init__ costs ~20% of the whole reading pipeline (one
@@ -114,10 +119,10 @@ def parse_line(number: int, raw: str, nodes: NodeLabels | None = None) -> LogLin
     if "\x1b" in text:
         text = _ANSI_ESCAPE.sub("", text).strip()
     foreign_ts = None
-    # Each foreign wrapper starts with something other than "[" except torch's "[rankN]:"
-    # and kubectl's "[pod/", so a line opening with SGLang's own "[" skips the search (most
-    # lines of a log).
-    while not text.startswith("[") or text.startswith(("[rank", "[pod/")):
+    # Each foreign wrapper starts with something other than "[" except torch's "[rankN]:",
+    # kubectl's "[pod/" and a platform's stream tag, so a line opening with SGLang's own "["
+    # skips the search (most lines of a log).
+    while not text.startswith("[") or text.startswith(_BRACKETED_WRAPPERS):
         peeled, timestamp = _peel(text)
         if peeled is None:
             break

@@ -87,6 +87,14 @@ SERVING = (
         "Error: The operation was canceled.",
         "Mar 05 10:15:03 gpu-srv-3 systemd[1]: sglang.service: Control process exited, "
         "code=exited, status=7/NOTRUNNING",
+        "  Warning  Preempted   12m   runai-sch   Job was preempted by higher priority workload "
+        "team-vision/train-vit-h, over-quota resources reclaimed",
+        "2m49s  Warning  FailedPostStartHook  pod/llama-sgl-0   PostStartHook failed",
+        "884213       sgl-serve   NODE_FAIL      0:0   05:41:27          gpu-a17",
+        "2025-11-12 02:01:58,312 WARNING Found /var/run/reboot-required, rebooting",
+        'Apr 02 16:10:33 gpu-prod-4 dockerd[1290]: time="2026-04-02T16:10:33.207114882Z" '
+        'level=info msg="Container failed to exit within 10s of signal 15 - using the force" '
+        "container=3e9d1a77c0b2",
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):
@@ -213,6 +221,8 @@ def test_a_batch_job_that_cancels_itself_when_its_client_is_done_did_not_fail():
         "Warning  FailedMount  4m (x14 over 31m)  kubelet  MountVolume.SetUp failed for volume "
         '"models" : mount.nfs: Connection timed out',
         "qwen-0   0/1     ImagePullBackOff   0          6m",
+        "Warning  FailedAttachVolume  27m  attachdetach-controller  Multi-Attach error for volume "
+        '"pvc-6a1f0e2c" Volume is already used by pod(s) sgl-mixtral-84f6d9c7b5-zz9k1',
     ],
 )
 def test_a_pod_whose_container_never_started_failed_before_the_server(event):
@@ -540,3 +550,43 @@ def test_a_cache_evicted_on_demand_is_no_stop_of_anything_that_runs():
         "the scheduler reclaims it under pressure."
     )
     assert run(f"{SERVING}{SERVING}\n{answer}\n").failure_class is C.NONE
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [
+        "+ docker rm -f sglang-prod sglang-staging",
+        "2026-01-21T00:00:01.402117+00:00 inference-02 CRON[190022]: (root) CMD (cd /srv/llm && "
+        "/usr/bin/docker compose down >> /var/log/nightly-down.log 2>&1)",
+        "  tmux respawn-pane -k -t \"$p\" 'watch -n 5 nvidia-smi'",
+    ],
+)
+def test_a_script_or_a_cron_job_that_stopped_the_server_killed_it(stop):
+    # who stopped it, above the runtime's SIGKILL that followed
+    forced = (
+        'dockerd[1290]: time="2026-04-02T16:10:33Z" level=info msg="Container failed to exit '
+        'within 0s of signal 15 - using the force" container=3e9d1a77c0b2'
+    )
+    result = run(f"{SERVING}{forced}\n{stop}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, stop.strip())
+
+
+def test_the_operators_own_stop_command_is_no_scripted_kill():
+    typed = run(f"{SERVING}$ docker compose down\n")
+    assert typed.failure_class is not C.KILLED_BY_SIGNAL
+
+
+def test_a_wrappers_time_limit_on_the_servers_command_killed_it_its_flags_are_no_rejection():
+    expired = (
+        "subprocess.TimeoutExpired: Command '['python', '-m', 'sglang.launch_server', "
+        "'--model-path', '/mnt/ckpt', '--tp', '8']' timed out after 1800 seconds"
+    )
+    log = (
+        "Loading safetensors checkpoint shards:  45% Completed | 86/191 [24:59<30:30, 17.43s/it]\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/subprocess.py", line 2047, in _wait\n'
+        "    raise TimeoutExpired(self.args, timeout)\n"
+        f"{expired}\n"
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, expired)

@@ -444,6 +444,11 @@ def test_foreign_wrappers_are_peeled_off():
         ),
         # stern following a Deployment's pods: the pod, then the container
         ("sglang-qwen-5f7c9d8b4-2xkqp sglang [2026-03-01 10:00:02 TP1] Load weight begin.", None),
+        # a platform's stream tag after its timestamp (RunPod's worker logs)
+        (
+            "2026-03-01T10:00:02.5Z [error] [2026-03-01 10:00:02 TP1] Load weight begin.",
+            "2026-03-01T10:00:02.5Z",
+        ),
         # nested: kubectl over a Ray worker over Slurm, the innermost timestamp kept
         (
             "2026-03-01T10:00:09Z [pod/r-0/w] (RayWorker pid=9) 0: 2026-03-01T10:00:02.5Z "
@@ -467,6 +472,7 @@ def test_foreign_wrappers_are_peeled_off():
         "pytest",
         "metaflow",
         "stern",
+        "stream-tag",
         "nested",
     ],
 )
