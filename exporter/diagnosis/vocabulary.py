@@ -12,6 +12,7 @@ ERROR record, a glog ``E`` line, a fatal banner, SGLang's own teardown.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -303,6 +304,9 @@ TEARDOWN = re.compile(
 )
 
 
+# The same line is asked about by several layers (its wording, the exception it raised, a
+# collective's error above it): cached, since each family is a case-blind search of the line.
+@functools.lru_cache(maxsize=4096)
 def family_of(text: str, in_exception: bool = True) -> Family | None:
     for family in FAMILIES:
         if (in_exception or not family.exceptions_only) and family.pattern.search(text):
