@@ -131,6 +131,11 @@ LABELLED_SETS = {
     "heldout103": DATA / "heldout103",
     "heldout104": DATA / "heldout104",
     "heldout105": DATA / "heldout105",
+    "heldout106": DATA / "heldout106",
+    "heldout107": DATA / "heldout107",
+    "heldout108": DATA / "heldout108",
+    "heldout109": DATA / "heldout109",
+    "heldout110": DATA / "heldout110",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

@@ -83,6 +83,12 @@ _UNFINISHED = {
 }
 
 
+def _typed_before(attempt: Reading, position: int) -> bool:
+    """The operator's Ctrl-C came first in the file, or on this line."""
+    typed = attempt.interrupted_line
+    return typed is not None and attempt.ordered[position].number >= typed
+
+
 def by_error_lines(attempt: Reading) -> Verdict | None:
     """At worst ``other``: a traceback cut off before its exception, the first error line,
     or SGLang's teardown with the cause cut off above it."""
@@ -94,7 +100,7 @@ def by_error_lines(attempt: Reading) -> Verdict | None:
         if not reports_error(attempt.ordered[i].message):
             continue  # worded, not an error by its form: layer 3 read it
         is_teardown = TEARDOWN.search(attempt.ordered[i].message) is not None
-        if is_teardown and (i > attempt.stopped_at or i >= attempt.interrupted):
+        if is_teardown and (i > attempt.stopped_at or _typed_before(attempt, i)):
             continue  # a clean stop tears down too (on a Ctrl-C's own line, "^C[...] ...")
         if not is_teardown:
             return Verdict(

@@ -48,6 +48,14 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
         (*_VALIDATION, "Exception"),
     ),
     OriginRule(
+        # SGLang's own check that a parallel size divides a model's dimension ("16 is not
+        # divisible by 6": the heads over --tp): the flag does not fit the model
+        "parallel_divisibility",
+        C.INVALID_ARGUMENT,
+        (":ensure_divisibility",),
+        ("AssertionError",),
+    ),
+    OriginRule(
         "kernel_build_or_launch",
         C.KERNEL_ERROR,
         (

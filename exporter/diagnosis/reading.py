@@ -121,6 +121,7 @@ RECOVERABLE = frozenset(
         "session_hangup",
         "frozen",
         "pod_unschedulable",
+        "transformers_fallback",
     }
 )
 # The kernel's words for an OOM kill: of the server, unless it served on (``_outlived``).
@@ -169,6 +170,14 @@ class Reading:
     def interrupted(self) -> int:
         """Where the operator's Ctrl-C stopped the process (``interrupted_at``), or the end."""
         return interrupted_at(self.ordered)
+
+    @cached_property
+    def interrupted_line(self) -> int | None:
+        """The number of the Ctrl-C's line by the file's own order (a kernel's stamped lines
+        pasted below move what was typed after them up, in time order), or None."""
+        in_file = sorted(self.ordered, key=lambda line: line.number)
+        position = interrupted_at(in_file)
+        return in_file[position].number if position < len(in_file) else None
 
     @cached_property
     def failure_lines(self) -> list[int]:

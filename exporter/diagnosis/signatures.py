@@ -329,6 +329,16 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     # --- the model
     sig(
+        # An architecture SGLang lacks, run through its Transformers backend instead: when the
+        # run then fails with no cause of its own above this (an attention the fallback cannot
+        # run, a layer it lacks), SGLang cannot serve the model; a fallback that served is none
+        "transformers_fallback",
+        C.UNSUPPORTED_MODEL,
+        "falling back to Transformers implementation",
+        r"(?i:has no SGLang implementation), falling back to Transformers implementation",
+        44,  # below any cause the run names (an exception's family, a signature's words)
+    ),
+    sig(
         "architecture_unsupported",
         C.UNSUPPORTED_MODEL,
         (
@@ -753,11 +763,17 @@ SIGNATURES: tuple[Signature, ...] = (
             "ErrImagePull",
             "ImagePullBackOff",
             "FailedAttachVolume",
+            "CreateContainerConfigError",
+            'Error: secret "',
+            'Error: configmap "',
         ),
         r"Failed to create pod sandbox|MountVolume\.SetUp failed|\bErrImagePull\b"
         # ... or a volume the attach/detach controller cannot attach (a ReadWriteOnce claim
         # still held by a pod on another node)
-        r"|\bImagePullBackOff\b|\bFailedAttachVolume\b",
+        r"|\bImagePullBackOff\b|\bFailedAttachVolume\b"
+        # ... or a container whose configuration names a secret or a config map not there
+        r"|\bCreateContainerConfigError\b"
+        r"|\bFailed\b.*\bError: (?:secret|configmap) \"[^\"]+\" not found",
         45,
     ),
     sig(
@@ -982,6 +998,7 @@ SIGNATURES: tuple[Signature, ...] = (
             "code=dumped",
             "exitCode=13",
             "Pane is dead (signal",
+            "exited on signal ",
             "srun: error: ",
             "code=killed, status=",
             "Alarm clock",
@@ -1001,6 +1018,8 @@ SIGNATURES: tuple[Signature, ...] = (
         # ... tmux's footer of a pane kept after its process died of a signal; srun's word of a
         # task that a signal ended (strsignal's name for it)
         r"|^Pane is dead \(signal \d+|code=killed, status=1/HUP\b"
+        # ... a supervisor's "[server exited on signal 1]": any signal but a stop's SIGTERM
+        r"|\bexited on signal (?!15\b|SIGTERM\b)(?:\d+|SIG[A-Z]+)\b"
         r"|: line \d+: +\d+ (?:Alarm clock|Hangup|User defined signal \d)\s"
         r"|^srun: error: \S+: tasks? [\d,-]+: (?:Killed|Terminated|Hangup|User defined signal \d)$"
         # SGLang's SIGCHLD handler prints the raw wait status: 9 is a child SIGKILLed

@@ -60,6 +60,13 @@ SITE = "/usr/local/lib/python3.12/dist-packages"
             "RuntimeError: PassManager::run failed",
             C.KERNEL_ERROR,
         ),
+        # SGLang's check that a parallel size divides the model's heads, under the loader
+        (
+            f"{SITE}/sglang/srt/distributed/utils.py",
+            "ensure_divisibility",
+            "AssertionError: 16 is not divisible by 6",
+            C.INVALID_ARGUMENT,
+        ),
         (
             f"{SITE}/torch/distributed/rendezvous.py",
             "_create_c10d_store",

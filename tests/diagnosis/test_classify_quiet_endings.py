@@ -95,6 +95,7 @@ SERVING = (
         'Apr 02 16:10:33 gpu-prod-4 dockerd[1290]: time="2026-04-02T16:10:33.207114882Z" '
         'level=info msg="Container failed to exit within 10s of signal 15 - using the force" '
         "container=3e9d1a77c0b2",
+        "[server exited on signal 1]",
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):
@@ -223,6 +224,8 @@ def test_a_batch_job_that_cancels_itself_when_its_client_is_done_did_not_fail():
         "qwen-0   0/1     ImagePullBackOff   0          6m",
         "Warning  FailedAttachVolume  27m  attachdetach-controller  Multi-Attach error for volume "
         '"pvc-6a1f0e2c" Volume is already used by pod(s) sgl-mixtral-84f6d9c7b5-zz9k1',
+        'Warning  Failed     20m (x12 over 22m)   kubelet            Error: secret "hf-token" not '
+        "found",
     ],
 )
 def test_a_pod_whose_container_never_started_failed_before_the_server(event):
@@ -286,7 +289,8 @@ def test_an_exit_status_that_is_no_fatal_signal_is_no_kill():
     assert run(SERVING + "server exited with code 1\n").failure_class is not C.KILLED_BY_SIGNAL
     assert run(SERVING + "server exited with code 130\n").failure_class is not C.KILLED_BY_SIGNAL
     pane = "Pane is dead (status 1, Tue Feb 24 11:20:13 2026)"
-    for ended in (pane, "srun: error: gpu-a17: task 0: Exited with exit code 1"):
+    srun = "srun: error: gpu-a17: task 0: Exited with exit code 1"
+    for ended in (pane, srun, "[server exited on signal 15]"):
         assert run(SERVING + ended + "\n").failure_class is not C.KILLED_BY_SIGNAL
 
 
@@ -584,3 +588,14 @@ def test_a_wrappers_time_limit_on_the_servers_command_killed_it_its_flags_are_no
     loading = "Loading safetensors checkpoint shards:  45% Completed | 86/191 [24:59<30:30]"
     result = run(f"{loading}\n{expired}\n")
     assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, expired)
+
+
+def test_a_ctrl_c_typed_after_the_kernels_lines_pasted_below_is_no_stop_of_the_server():
+    teardown = (
+        "[2026-07-21 22:15:41] SIGQUIT received. signum=None, frame=None. It usually means one "
+        "child failed."
+    )
+    kernel = "[Tue Jul 21 22:14:30 2026] nvme nvme0: I/O 12 QID 3 timeout, completion polled"
+    log = f"{SERVING}{teardown}\n$ sudo dmesg -T | tail -1\n{kernel}\n^C\n"
+    result = run(log)  # by time the kernel's line and the ^C under it come first
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, teardown)

@@ -2,7 +2,7 @@
 
 - ``tests/data/sglang-0.5.9-cpu`` and ``sglang-0.5.23-cpu``: real SGLang runs on this
   machine's CPU, recorded by ``tests/data/record_sglang_logs.py`` (each failure real).
-- ``tests/data/heldout``, ``heldout2`` to ``heldout105``: 60, 7 x 50, 40 and 45 logs, each set
+- ``tests/data/heldout``, ``heldout2`` to ``heldout110``: 60, 7 x 50, 40 and 45 logs, each set
   written by a separate engineer from the reference material and the libraries' source
   without reading the classifier, in the shapes real reports take. The issue's targets
   apply: at least 95% classes and 90% exact root-cause lines, except where FLOORS holds a
@@ -92,7 +92,14 @@ HELDOUT_SETS = tuple(name for name in LABELLED_SETS if name.startswith("heldout"
 # at the last progress. heldout104 (programs that embed SGLang, a fourth look) read 37/34
 # blind and heldout105 (the latest weeks, December 2026) 37/37: c10d's warning or the error,
 # transformers' OSError or the HFValidationError, slurmstepd's step line or the job's, a Ray
-# Serve controller's error over the replica's last progress.
+# Serve controller's error over the replica's last progress. heldout108 (quiet endings, a
+# twelfth look) read 21/15 blind (round 17's rules moved it by one class), 23/16 after a
+# supervisor's "exited on signal" and a secret the kubelet could not find; its writer calls a
+# unit's start timeout during a slow capture a hang. heldout110 (hybrid models on tight
+# GPUs, a fourth look) read 35/35 blind, 37/36 after a run that failed on its Transformers
+# fallback and SGLang's divisibility check under the loader; its writer calls a capped
+# mamba cache with no crash exhausted, and a paste whose last attempt serves none.
+# heldout72 rose to 38/38 with the divisibility check.
 FLOORS = {
     "heldout9": (36, 38),
     "heldout12": (43, 40),
@@ -113,7 +120,7 @@ FLOORS = {
     "heldout67": (33, 30),
     "heldout68": (36, 34),
     "heldout69": (37, 38),
-    "heldout72": (37, 38),
+    "heldout72": (38, 38),
     "heldout73": (29, 23),
     "heldout76": (40, 34),
     "heldout78": (29, 31),
@@ -127,6 +134,8 @@ FLOORS = {
     "heldout103": (29, 18),
     "heldout104": (38, 35),
     "heldout105": (37, 37),
+    "heldout108": (23, 16),
+    "heldout110": (37, 36),
 }
 RECORDED_LABELS = [
     {**label, "directory": DATA / directory}

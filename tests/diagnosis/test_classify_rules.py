@@ -1767,3 +1767,21 @@ def test_a_flag_or_backend_this_gpu_cannot_run_is_the_choice_rejected_not_a_kern
 )
 def test_a_gateway_finding_no_healthy_worker_says_the_server_stopped_answering(gateway):
     assert run(BATCH + gateway + "\n").failure_class is C.HANG_TIMEOUT
+
+
+def test_a_run_that_failed_after_falling_back_to_transformers_cannot_serve_the_model():
+    fallback = (
+        "[2025-10-29 15:40:06 TP0] MiniMaxM2ForCausalLM has no SGLang implementation, falling "
+        "back to Transformers implementation. Some features may not be supported."
+    )
+    failed = (
+        "ValueError: MiniMaxM2Model does not support an attention implementation through "
+        "torch.nn.functional.scaled_dot_product_attention yet."
+    )
+    result = run(f"{fallback}\n{failed}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.UNSUPPORTED_MODEL, fallback)
+    # a cause of its own still names the class: the fallback ran, memory ran out
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert run(f"{fallback}\n{oom}\n").failure_class is not C.UNSUPPORTED_MODEL
+    served = "[2025-10-29 15:41:06] The server is fired up and ready to roll!"
+    assert run(f"{fallback}\n{served}\n").failure_class is C.NONE
