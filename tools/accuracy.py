@@ -136,6 +136,11 @@ LABELLED_SETS = {
     "heldout108": DATA / "heldout108",
     "heldout109": DATA / "heldout109",
     "heldout110": DATA / "heldout110",
+    "heldout111": DATA / "heldout111",
+    "heldout112": DATA / "heldout112",
+    "heldout113": DATA / "heldout113",
+    "heldout114": DATA / "heldout114",
+    "heldout115": DATA / "heldout115",
     "cpu-0.5.9": DATA / "sglang-0.5.9-cpu",
     "cpu-0.5.23": DATA / "sglang-0.5.23-cpu",
 }

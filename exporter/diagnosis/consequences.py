@@ -53,6 +53,8 @@ _EVICTION = re.compile(r"\bEvicted\b|\b[Pp]reempt")  # not a time limit: a hang'
 # "Model architectures ['Llama4ForConditionalGeneration'] are not supported for now."
 _ARCHITECTURES = re.compile(r"[Aa]rchitectures? (\[[^\]]*\]|\S+)")
 _ARCHITECTURE_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]+")
+# ... or a model class named anywhere ("Mamba2ForCausalLM has no SGlang implementation")
+_MODEL_CLASS = re.compile(r"\b[A-Z][A-Za-z0-9_]*For[A-Z][A-Za-z0-9_]*")
 _MODEL_MODULE = re.compile(r"sglang\.srt\.models\.(\w+)")
 _MODEL_CLASS_SUFFIX = re.compile(r"(?:For[A-Z]\w*|Model)$")
 _NAMING = ("signature", "exception", "wording")  # the layers that read what a line says
@@ -211,7 +213,10 @@ def _swallowed_import(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict
         return verdicts
     said = attempt.ordered[verdicts[0].root].message if verdicts[0].root is not None else ""
     architectures = _ARCHITECTURES.search(said)
-    named = _ARCHITECTURE_NAME.findall(architectures.group(1)) if architectures else []
+    if architectures:
+        named = _ARCHITECTURE_NAME.findall(architectures.group(1))
+    else:
+        named = _MODEL_CLASS.findall(said)
     ignored = next(
         (
             i

@@ -24,6 +24,7 @@ _OPERATOR = re.compile(
     r"(?:\(\S+\) )?(?:\^C$|\$(?: |$)|[\w.-]+@[\w.-]+:\S*[$#](?: |$)"
     r"|\[[\w.-]+@[\w.-]+ [^\]]*\][$#](?: |$))"
 )
+_SHELLS_OWN = ("timed out waiting for input: auto-logout",)  # bash's TMOUT, after a prompt
 # Words in Chinese, Japanese or Korean: the reporter's (the software writes English), but
 # for a shell's "Killed" in the operator's language.
 _SHELL_KILLED = re.compile(rf"(?:^|\s)(?:{KILLED_TRANSLATED_WORDS})(?:\s|$)")
@@ -44,7 +45,10 @@ _FENCE = ("```", "~~~")
 _PROSE_WORDS = 10
 _PROSE_SHARE = 0.8
 _PLAIN_WORD = re.compile(r"[(\"'`]*[A-Za-z][a-z']*[)\"'`.,;:!?]*|-|&")
-_RECORD_OPENING = re.compile(r"(?i)(?:error|fatal|failed|exception|warning|critical|info|debug)\b")
+# (after a program's name too, as argparse and compilers print theirs: "launch_server.py: error:")
+_RECORD_OPENING = re.compile(
+    r"(?i)(?:[\w.-]+(?: [\w-]+)?: )?(?:error|fatal|failed|exception|warning|critical|info|debug)\b"
+)
 _SENTENCE_END = re.compile(r"[.:!?](?:\s|$)")
 # What a paste puts around a log: a code fence, the HTML of a collapsed block, a rule
 # (Markdown's, or IPython's above a traceback).
@@ -83,8 +87,10 @@ def pasted_around(line: LogLine) -> bool:
 
 def typed_by_operator(line: LogLine) -> bool:
     """A shell prompt and the command typed at it (``$ docker inspect ... {{.State.OOMKilled}}``):
-    the operator's words, whatever they name."""
-    return _OPERATOR.match(line.message) is not None
+    the operator's words, whatever they name; not what the shell itself printed after its
+    prompt (its idle limit's auto-logout)."""
+    message = line.message
+    return _OPERATOR.match(message) is not None and not message.endswith(_SHELLS_OWN)
 
 
 def after_the_log(line: LogLine) -> bool:

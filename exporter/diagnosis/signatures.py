@@ -1073,7 +1073,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"|\bEvicted\b.*\b(?:[Pp]od|node)\b|\bPreempted by pod\b"
         # ... a pod or any workload a scheduler preempted, in its words or its event's reason
         r"|\b(?i:pod|job|workload|task|instance|vm|worker) (?:was |has been )?preempted\b"
-        r"|\b(?:Warning|Normal)\s+Preempted\s"
+        r"|\b(?:Warning|Normal)\s+(?:Preempted|Evicted)\s"
         r"|The node was low on resource|PBS: job killed: walltime \d+ exceeded limit"
         r"|\bDeadlineExceeded\b.*\bdeadline\b|has exceeded the maximum execution time"
         r"|Job failed: execution took longer than|Too long with no output \(exceeded"
@@ -1159,15 +1159,23 @@ SIGNATURES: tuple[Signature, ...] = (
         # systemd stops everything and kills what does not stop in time.
         "host_shutdown",
         C.KILLED_BY_SIGNAL,
-        ("The system will ", "with signal SIG", "imminent node shutdown", "reboot-required, "),
+        (
+            "The system will ",
+            "with signal SIG",
+            "imminent node shutdown",
+            "reboot-required, ",
+            "critical temperature reached",
+        ),
         # ... and a login session's processes ended with it (its scope stopped at logout,
         # KillUserProcesses=yes): SIGTERM or SIGHUP first, SIGKILL for what outlives it
         r"The system will (?:reboot|power off|halt) now|Killing process \d+ \([^)]*\) with signal"
         r" SIG(?:KILL|TERM|HUP)"
         # ... and the kubelet's graceful node shutdown, in the pod's status
         r"|[Pp]od was terminated in response to imminent node shutdown"
-        # ... and unattended-upgrades' own reboot after an update that needs one
-        r"|Found /var/run/reboot-required, rebooting",
+        # ... and unattended-upgrades' own reboot after an update that needs one; the kernel
+        # powering off a host too hot to run
+        r"|Found /var/run/reboot-required, rebooting"
+        r"|critical temperature reached,? shutting down",
         64,
     ),
     sig(
@@ -1262,10 +1270,12 @@ SIGNATURES: tuple[Signature, ...] = (
         # network gone): the hangup ends the server with it. The client's words, or sshd's.
         "session_hangup",
         C.KILLED_BY_SIGNAL,
-        ("Broken pipe", "closed by remote host", "client not responding"),
+        ("Broken pipe", "closed by remote host", "client not responding", "auto-logout"),
         r"^(?:client_loop: send disconnect|packet_write_wait: Connection to \S+(?: port \d+)?"
         r"|Write failed): Broken pipe$|^Connection to \S+ closed by remote host\.?$"
-        r"|\bTimeout, client not responding from\b",
+        r"|\bTimeout, client not responding from\b"
+        # ... or the shell's own idle limit (TMOUT) logging the session out under the server
+        r"|(?:^|\$ )timed out waiting for input: auto-logout$",
         30,
     ),
     sig(

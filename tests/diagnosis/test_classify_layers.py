@@ -737,6 +737,16 @@ def test_an_import_that_failed_for_another_model_is_not_why_the_architecture_is_
     uninspected = unsupported.replace("are not supported for now", "failed to be inspected")
     assert run(uninspected).failure_class is C.UNSUPPORTED_MODEL
     assert run(its_model + uninspected).failure_class is C.DEPENDENCY_ERROR
+    # the model class named in the loader's words, not after "architectures"
+    unimplemented = raised_in(
+        f"{SITE}/sglang/srt/models/registry.py",
+        "resolve_transformers_arch",
+        "ValueError: Mamba2ForCausalLM has no SGlang implementation and the Transformers "
+        "implementation is not compatible with SGLang.",
+    )
+    assert run(other_model + unimplemented).failure_class is C.UNSUPPORTED_MODEL
+    mamba = other_model.replace("glm4v_moe", "mamba2")
+    assert run(mamba + unimplemented).failure_class is C.DEPENDENCY_ERROR
 
 
 def test_a_handler_that_raises_anew_with_the_caught_errors_words_is_rooted_at_the_caught_one():

@@ -96,6 +96,12 @@ SERVING = (
         'level=info msg="Container failed to exit within 10s of signal 15 - using the force" '
         "container=3e9d1a77c0b2",
         "[server exited on signal 1]",
+        '  Warning  Evicted    71s    kubelet            Usage of EmptyDir volume "dshm" exceeds '
+        'the limit "2Gi".',
+        "Jul 03 02:13:49 lab-srv2 kernel: thermal thermal_zone1: critical temperature reached, "
+        "shutting down",
+        "timed out waiting for input: auto-logout",
+        "(sgl) bench@a100-07:~$ timed out waiting for input: auto-logout",
     ],
 )
 def test_a_supervisor_or_a_batch_system_saying_it_killed_the_server_is_the_root(ending):

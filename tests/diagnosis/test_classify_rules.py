@@ -1785,3 +1785,20 @@ def test_a_run_that_failed_after_falling_back_to_transformers_cannot_serve_the_m
     assert run(f"{fallback}\n{oom}\n").failure_class is not C.UNSUPPORTED_MODEL
     served = "[2025-10-29 15:41:06] The server is fired up and ready to roll!"
     assert run(f"{fallback}\n{served}\n").failure_class is C.NONE
+
+
+def test_argparses_error_above_another_pods_log_is_the_root_not_the_reporters_prose():
+    rejected = (
+        "launch_server.py: error: argument --disaggregation-mode: invalid choice: 'prefil' "
+        "(choose from 'null', 'prefill', 'decode')"
+    )
+    log = (
+        "$ kubectl logs -n llm qwen-pd-prefill-7c4b8d9f6-r2k8m\n"
+        "usage: launch_server.py [-h] --model-path MODEL_PATH\n"
+        f"{rejected}\n"
+        "$ kubectl logs -n llm qwen-pd-decode-6d5f9c7b8-jx2lq | tail -1\n"
+        "[2026-02-27 09:14:51 TP0] Error fetching prefill parallel info from bootstrap: "
+        "HTTPConnectionPool(host='qwen-pd-prefill', port=8998): Max retries exceeded\n"
+    )
+    result = run(log)
+    assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, rejected)

@@ -179,10 +179,12 @@ def test_every_labelled_log_reads_the_same_under_a_collectors_wrapper(how):
 # rows of which the last reads as the last progress; heldout93's f014, a journal record whose
 # second row starts a progress bar of its own), heldout92's f007 to the 100 columns' (a
 # traceback quoted in Markdown, whose wrapped rows carry no quote mark) and heldout99's f007
-# to the 120 columns', a 9-line paste whose one long line shows no width; heldout101-105 to
-# 1,474, and heldout103's f003 to the 120 columns', a kubectl port-forward error whose
-# "Timeout occurred" falls to a row of its own).
-HARD_WRAPS = {80: 7, 100: 7, 120: 3}
+# to the 120 columns', a 9-line paste whose one long line shows no width; heldout101-115 to
+# 1,608, heldout103's f003 and heldout113's f002 to the 120 columns' (a kubectl port-forward
+# error whose "Timeout occurred" falls to a row of its own; Nomad's newest-first events, the
+# exit status's row cut from its message) and heldout115's f013 to the 80 columns' (a
+# gateway's record exactly 80 columns long, rejoined with the error below it)).
+HARD_WRAPS = {80: 8, 100: 7, 120: 4}
 
 
 def _hard_wrapped(text: str, width: int) -> tuple[str, dict[str, str]]:
