@@ -1769,22 +1769,25 @@ def test_a_gateway_finding_no_healthy_worker_says_the_server_stopped_answering(g
     assert run(BATCH + gateway + "\n").failure_class is C.HANG_TIMEOUT
 
 
+FALLBACK = (
+    "[2025-10-29 15:40:06 TP0] MiniMaxM2ForCausalLM has no SGLang implementation, falling back "
+    "to Transformers implementation. Some features may not be supported."
+)
+
+
 def test_a_run_that_failed_after_falling_back_to_transformers_cannot_serve_the_model():
-    fallback = (
-        "[2025-10-29 15:40:06 TP0] MiniMaxM2ForCausalLM has no SGLang implementation, falling "
-        "back to Transformers implementation. Some features may not be supported."
+    unsupported = run(
+        f"{FALLBACK}\nValueError: MiniMaxM2Model does not support an attention implementation "
+        "through torch.nn.functional.scaled_dot_product_attention yet.\n"
     )
-    failed = (
-        "ValueError: MiniMaxM2Model does not support an attention implementation through "
-        "torch.nn.functional.scaled_dot_product_attention yet."
-    )
-    result = run(f"{fallback}\n{failed}\n")
-    assert (result.failure_class, result.root_cause_line) == (C.UNSUPPORTED_MODEL, fallback)
+    assert (unsupported.failure_class, unsupported.root_cause_line) == (
+        C.UNSUPPORTED_MODEL, FALLBACK,
+    )  # fmt: skip
     # a cause of its own still names the class: the fallback ran, memory ran out
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
-    assert run(f"{fallback}\n{oom}\n").failure_class is not C.UNSUPPORTED_MODEL
+    assert run(f"{FALLBACK}\n{oom}\n").failure_class is not C.UNSUPPORTED_MODEL
     served = "[2025-10-29 15:41:06] The server is fired up and ready to roll!"
-    assert run(f"{fallback}\n{served}\n").failure_class is C.NONE
+    assert run(f"{FALLBACK}\n{served}\n").failure_class is C.NONE
 
 
 def test_argparses_error_above_another_pods_log_is_the_root_not_the_reporters_prose():
@@ -1792,13 +1795,17 @@ def test_argparses_error_above_another_pods_log_is_the_root_not_the_reporters_pr
         "launch_server.py: error: argument --disaggregation-mode: invalid choice: 'prefil' "
         "(choose from 'null', 'prefill', 'decode')"
     )
-    log = (
-        "$ kubectl logs -n llm qwen-pd-prefill-7c4b8d9f6-r2k8m\n"
-        "usage: launch_server.py [-h] --model-path MODEL_PATH\n"
-        f"{rejected}\n"
-        "$ kubectl logs -n llm qwen-pd-decode-6d5f9c7b8-jx2lq | tail -1\n"
+    prefill_pod = ["usage: launch_server.py [-h] --model-path MODEL_PATH", rejected]
+    # the decode pod, waiting on the prefill pod that never started
+    decode_pod = [
         "[2026-02-27 09:14:51 TP0] Error fetching prefill parallel info from bootstrap: "
-        "HTTPConnectionPool(host='qwen-pd-prefill', port=8998): Max retries exceeded\n"
-    )
-    result = run(log)
+        "HTTPConnectionPool(host='qwen-pd-prefill', port=8998): Max retries exceeded"
+    ]
+    paste = [
+        "$ kubectl logs -n llm qwen-pd-prefill-7c4b8d9f6-r2k8m",
+        *prefill_pod,
+        "$ kubectl logs -n llm qwen-pd-decode-6d5f9c7b8-jx2lq | tail -1",
+        *decode_pod,
+    ]
+    result = run("\n".join(paste) + "\n")
     assert (result.failure_class, result.root_cause_line) == (C.INVALID_ARGUMENT, rejected)
