@@ -85,8 +85,7 @@ _UNFINISHED = {
 
 def _typed_before(attempt: Reading, position: int) -> bool:
     """The operator's Ctrl-C came first in the file, or on this line."""
-    typed = attempt.interrupted_line
-    return typed is not None and attempt.ordered[position].number >= typed
+    return attempt.typed_at is not None and attempt.ordered[position].number >= attempt.typed_at
 
 
 def by_error_lines(attempt: Reading) -> Verdict | None:

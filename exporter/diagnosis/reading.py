@@ -151,6 +151,9 @@ class Reading:
     # relaunch starts another run, whose serving says nothing of the run before.
     runs: list[tuple[int, Event]]
     recovered: frozenset[int] = frozenset()  # warnings the server served after (no failure)
+    # The number of the operator's Ctrl-C's line by the file's own order, or None: a kernel's
+    # stamped lines pasted below move what was typed after them up, in time order.
+    typed_at: int | None = None
 
     def served_before(self, position: int) -> bool:
         """Whether the server had served (ready, a batch) by the line at ``position``."""
@@ -170,14 +173,6 @@ class Reading:
     def interrupted(self) -> int:
         """Where the operator's Ctrl-C stopped the process (``interrupted_at``), or the end."""
         return interrupted_at(self.ordered)
-
-    @cached_property
-    def interrupted_line(self) -> int | None:
-        """The number of the Ctrl-C's line by the file's own order (a kernel's stamped lines
-        pasted below move what was typed after them up, in time order), or None."""
-        in_file = sorted(self.ordered, key=lambda line: line.number)
-        position = interrupted_at(in_file)
-        return in_file[position].number if position < len(in_file) else None
 
     @cached_property
     def failure_lines(self) -> list[int]:
@@ -234,7 +229,7 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
         or _cancelled_as_asked(ordered, h)
     )
     hits = [h for h in hits if h.position not in recovered]
-    return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered)
+    return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered, typed_at)
 
 
 def _recovered_from(hit: Hit, runs: Sequence[tuple[int, Event]]) -> bool:

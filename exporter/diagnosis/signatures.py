@@ -1222,7 +1222,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # machine's own stop, in its trace (`set -x`), cron's record or the script's source
         "scripted_stop",
         C.KILLED_BY_SIGNAL,
-        ("+ docker", "CMD (", "tmux "),
+        ("+ docker", "CMD (", "tmux kill-", "tmux respawn-"),
         r"^\++ (?:sudo )?docker(?:-compose| compose)? (?:rm -f|kill|down|stop)\b"
         r"|\bCRON\[\d+\]: \([\w.-]+\) CMD \(.*\b(?:docker(?:-compose| compose)? (?:rm -f|kill"
         r"|down|stop)|systemctl (?:stop|restart|kill)|pkill|killall|kill -(?:9|KILL)|reboot)\b"
