@@ -304,10 +304,17 @@ TEARDOWN = re.compile(
 )
 
 
+# A command a wrapper quotes whole as it reports the command's end ("Command '[...]' returned
+# non-zero exit status 1"): the flags in it are the operator's, not a setting rejected.
+_QUOTED_COMMAND = re.compile(r"\bCommand '.*?'(?= returned non-zero exit status| timed out after)")
+
+
 # The same line is asked about by several layers (its wording, the exception it raised, a
 # collective's error above it): cached, since each family is a case-blind search of the line.
 @functools.lru_cache(maxsize=4096)
 def family_of(text: str, in_exception: bool = True) -> Family | None:
+    if "Command '" in text:
+        text = _QUOTED_COMMAND.sub("Command", text)
     for family in FAMILIES:
         if (in_exception or not family.exceptions_only) and family.pattern.search(text):
             return family

@@ -204,6 +204,23 @@ def test_an_unknown_error_record_is_other_never_none():
     assert result.root_cause_line == line
 
 
+def test_a_wrapper_quoting_the_failed_command_rejects_none_of_its_flags():
+    # The wrapper's error quotes the launch command whole: its flags are the operator's, and
+    # the child's own output, which held the cause, is not in this paste.
+    line = (
+        "subprocess.CalledProcessError: Command '['python3', '-m', 'sglang.launch_server', "
+        "'--model-path', 'Qwen/Qwen3-8B', '--tp', '2']' returned non-zero exit status 1."
+    )
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/run.py", line 12, in <module>\n'
+        "    subprocess.run(cmd, check=True)\n" + line + "\n"
+    )
+    result = run(text)
+    assert result.failure_class is C.OTHER
+    assert result.root_cause_line == line
+
+
 def test_a_tail_of_sglang_teardown_is_other_and_says_the_cause_is_cut_off():
     text = (
         "[2026-02-01 10:00:00 TP1] Scheduler hit an exception: Traceback (most recent call last):\n"
