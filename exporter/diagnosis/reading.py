@@ -4,7 +4,7 @@ lines that match a signature and the lifecycle steps it reached."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -224,7 +224,7 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     recovered = frozenset(
         h.position
         for h in hits
-        if _recovered_from(h, runs)
+        if _recovered_from(h, runs, ordered)
         or _outlived(h, runs, ordered)
         or _cancelled_as_asked(ordered, h)
     )
@@ -232,11 +232,26 @@ def read(lines: Sequence[LogLine], events: Sequence[Event], outcome: Outcome) ->
     return Reading(ordered, hits, steps, batches, outcome, stopped_at, runs, recovered, typed_at)
 
 
-def _recovered_from(hit: Hit, runs: Sequence[tuple[int, Event]]) -> bool:
+def _recovered_from(
+    hit: Hit, runs: Sequence[tuple[int, Event]], ordered: Sequence[LogLine]
+) -> bool:
     """A warning or a passing condition (RECOVERABLE: c10d retrying a peer not listening
     yet, a download warning, a probe failed while starting) that the server went on to serve
-    after: no failure."""
-    return hit.signature.name in RECOVERABLE and _serves_after(runs, hit.position) is not None
+    after: no failure. A line with no stamp of its own (the shell's auto-logout) comes after
+    the stamped lines above it: serving below it counts where it was not stamped earlier
+    than they were (a `tail` of the log read the next morning repeats what came before)."""
+    if hit.signature.name not in RECOVERABLE:
+        return False
+    last_stamped = None
+    if ordered[hit.position].timestamp is None:
+        stamped = (line for line in reversed(ordered[: hit.position]) if line.timestamp)
+        last_stamped = next(stamped, None)
+    return any(
+        last_stamped is None
+        or ordered[p].timestamp is None
+        or stamped_later(ordered[p], last_stamped, ordered)
+        for p in _serving_after(runs, hit.position)
+    )
 
 
 def _outlived(hit: Hit, runs: Sequence[tuple[int, Event]], ordered: Sequence[LogLine]) -> bool:
@@ -255,14 +270,18 @@ def _outlived(hit: Hit, runs: Sequence[tuple[int, Event]], ordered: Sequence[Log
 
 def _serves_after(runs: Sequence[tuple[int, Event]], position: int) -> int | None:
     """Where the server first served after ``position``, before any relaunch."""
+    return next(_serving_after(runs, position), None)
+
+
+def _serving_after(runs: Sequence[tuple[int, Event]], position: int) -> Iterator[int]:
+    """Where the server served after ``position``, before any relaunch."""
     for p, event in runs:
         if p <= position:
             continue
         if event.kind is EventKind.SERVER_ARGS:
-            return None
+            return
         if event.kind in SERVING:
-            return p
-    return None
+            yield p
 
 
 def _blanked(line: LogLine) -> LogLine:

@@ -175,6 +175,9 @@ def test_the_ssh_session_a_foreground_server_ran_in_dropping_killed_it(hangup):
     # nohup or tmux kept it: it served on after the session dropped
     later = SERVING.replace("22:14:06", "22:54:06")
     assert run(SERVING + hangup + "\n" + later).failure_class is C.NONE
+    # the log's tail read the next morning repeats its last lines: nothing served after
+    tail = SERVING + hangup + "\n\nbench@a100-07:~$ tail -n 1 ~/sgl.log\n" + SERVING
+    assert run(tail).failure_class is C.KILLED_BY_SIGNAL
 
 
 def test_the_container_runtimes_events_say_the_kill_or_the_freeze():
