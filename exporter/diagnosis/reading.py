@@ -14,6 +14,7 @@ from exporter.diagnosis.report import (
     after_the_log,
     pasted_around,
     reporters_words,
+    sentences,
     the_reports_own,
     typed_by_operator,
 )
@@ -545,9 +546,11 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
     traceback, a shell prompt and the output of its commands) or in the report's next
     section (under a heading: its environment)."""
     end = tail_end = len(ordered)
+    server_last = -1
     for i in range(len(ordered) - 1, -1, -1):
         if ordered[i].has_sglang_prefix:
             end = tail_end  # the server spoke before that tail: it is not the server's
+            server_last = i
             break
         message = ordered[i].message
         if (
@@ -560,6 +563,7 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
         message = ordered[i].message
         if (
             not pasted_around(ordered[i])
+            and not (i > server_last >= 0 and sentences(message))
             and not PY_WARNING.search(message)
             and not message.startswith("warnings.warn(")
         ):

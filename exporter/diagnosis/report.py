@@ -17,7 +17,8 @@ from exporter.logs.lines import LogLine
 from exporter.logs.literals import KILLED_TRANSLATED_WORDS
 from exporter.logs.tracebacks import EXCEPTION_LINE, PY_WARNING
 
-_COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$")  # "(truncated)", "...": added by whoever pasted
+# "(truncated)", "...", "EDIT: ...", "PS: ...": added by whoever pasted
+_COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$|^(?:EDIT|Edit|UPDATE|Update|PS|P\.S\.)(?: \d+)?: ")
 # What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
 # (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
 _OPERATOR = re.compile(
@@ -33,6 +34,12 @@ _CJK_WORDS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]
 _REPORT_TITLE = re.compile(
     r"(?:\[(?:Bug|BUG|Feature|Question|Usage|Help|RFC|Docs?)\]|【[^】]*】|\[[^\]\x00-\x7f]+\]"
     r"|Title: )"
+)
+# Prose that quotes the error in the reporter's own sentence: 'SGLang crashes with
+# "device-side assert triggered" when I send input_ids'. Words, a quoted phrase, words.
+_QUOTING_SENTENCE = re.compile(
+    r'[A-Z][\w.-]*(?: [\w.,\'/-]+){1,10} ["\u201c][^"\u201d]*\s[^"\u201d]*["\u201d]'
+    r"(?: [\w.,'/?-]+)+[.?!]?$"
 )
 _QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
 _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")
@@ -67,10 +74,14 @@ def reporters_words(line: LogLine) -> bool:
         return True
     if line.has_sglang_prefix or EXCEPTION_LINE.match(message):
         return False
-    return message.endswith(_QUESTION_MARKS) or (
-        not message.isascii()
-        and _CJK_WORDS.search(message) is not None
-        and _SHELL_KILLED.search(message) is None
+    return (
+        message.endswith(_QUESTION_MARKS)
+        or (line.timestamp is None and _QUOTING_SENTENCE.match(message) is not None)
+        or (
+            not message.isascii()
+            and _CJK_WORDS.search(message) is not None
+            and _SHELL_KILLED.search(message) is None
+        )
     )
 
 
@@ -135,12 +146,12 @@ def _prose_above_the_log(lines: Sequence[LogLine]) -> set[int]:
     for i, line in enumerate(lines):
         if _reads_as_log(lines, i):
             return prose
-        if _sentences(line.message):
+        if sentences(line.message):
             prose.add(line.number)
     return set()
 
 
-def _sentences(message: str) -> bool:
+def sentences(message: str) -> bool:
     """Prose: many words, most of them words of a language, ending as a sentence does, and
     not opening as a program's error record does ("Error starting router: ...") nor a Python
     warning's line."""

@@ -252,7 +252,7 @@ _ERROR_OPENING = re.compile(
     # glog's error records; Ascend's error manager (CANN), its module and code first
     r"(?:ERROR|CRITICAL|FATAL)\b|E\d{4} \d\d:\d\d:\d\d|E[A-Z]\d{4}: |what\(\):"
     r"|(?:Error|error|Fatal|fatal)"
-    r"(?:\[[\w-]+\])?: |[\w.-]+: (?:error|fatal)\b|panic: "
+    r"(?:\[[\w-]+\])?: |[\w.-]+: (?:[Ee]rror|[Ff]atal)\b|panic: "
     r"|(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception)\b"
     # systemd's verdict on a unit ("sglang.service: Failed with result 'exit-code'."); not
     # 'signal', which a stop the unit did not exit 0 from reads too

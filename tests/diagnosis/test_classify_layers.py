@@ -197,8 +197,16 @@ def test_error_records_of_the_layers_below_are_classified_by_their_wording(line,
     assert result.confidence is Confidence.LOW
 
 
-def test_an_unknown_error_record_is_other_never_none():
-    line = "[2026-02-01 10:00:00 TP0] ERROR: the frobnicator gave up on rank 0"
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-02-01 10:00:00 TP0] ERROR: the frobnicator gave up on rank 0",
+        # a program's error in its own capitals, before the server could start
+        'docker: Error response from daemon: could not select device driver "" with '
+        "capabilities: [[gpu]].",
+    ],
+)
+def test_an_unknown_error_record_is_other_never_none(line):
     result = run("[2026-02-01 09:59:00] Load weight begin. avail mem=70.00 GB\n" + line + "\n")
     assert result.failure_class is C.OTHER
     assert result.root_cause_line == line

@@ -91,3 +91,32 @@ def test_the_question_below_a_fenced_log_that_stopped_is_not_its_last_progress()
     )
     assert result.failure_class is C.HANG_TIMEOUT
     assert result.root_cause_line == stalled[-1]
+
+
+def test_the_reporters_sentences_and_edits_below_an_unfenced_stall_are_not_its_progress():
+    """No fences: the reporter's own sentences after the server's last line, and an "EDIT:"
+    added later, are not where the startup stopped."""
+    stalled = [
+        "[2025-09-30 11:02:47 TP0] Init torch distributed begin.",
+        "[2025-09-30 11:02:47 TP1] Init torch distributed begin.",
+    ]
+    below = [
+        "",
+        "Nothing after that line: I waited for forty minutes and then I killed it by hand.",
+        "",
+        "EDIT: NCCL_P2P_DISABLE=1 makes it go past this. No idea why yet.",
+    ]
+    result = run(["python3 -m sglang.launch_server --model-path /m --tp 2", *stalled, *below])
+    assert result.failure_class is C.HANG_TIMEOUT
+    assert result.root_cause_line == stalled[-1]
+
+
+def test_a_title_quoting_the_error_in_a_sentence_is_not_the_logs_line():
+    assert_line = (
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1553: indexSelectLargeIndex: block: "
+        "[187,0,0], thread: [96,0,0] Assertion `srcIndex < srcSelectDimSize` failed."
+    )
+    title = 'SGLang crashes with "device-side assert triggered" when I send input_ids'
+    result = run([title, "", assert_line, "RuntimeError: CUDA error: device-side assert triggered"])
+    assert result.failure_class is C.CUDA_ERROR
+    assert result.root_cause_line == assert_line
