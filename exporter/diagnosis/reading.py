@@ -66,6 +66,9 @@ _CUDA_INIT_WORDS = 30  # of the exception's message, found in the warning
 _CUDA_INIT_SPAN = 300  # lines from the warning (at import) to the exception (at first use)
 _OWN_EXIT_CODE = re.compile(r"^Exit code: \d+$")
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
+# A progress bar drawn once, naming nothing and never moved ("  0%|    | 0/23 [00:00<?, ?it/s]"):
+# it says no more than the step that drew it.
+_UNMOVED_BAR = re.compile(r"\s*0%\|[^|]*\| 0/\d+ \[00:00<\?")
 # Signatures of a process group that lost a member: after a requested stop, its teardown.
 GROUP_TORN_DOWN = frozenset({"collective_setup", "nccl_warning", "peer_lost", "collective_timeout"})
 IGNORED_ERRORS = ("Ignore import error when loading",)
@@ -564,6 +567,7 @@ def last_meaningful(ordered: Sequence[LogLine]) -> int | None:
         if (
             not pasted_around(ordered[i])
             and not (i > server_last >= 0 and sentences(message))
+            and not _UNMOVED_BAR.match(message)
             and not PY_WARNING.search(message)
             and not message.startswith("warnings.warn(")
         ):

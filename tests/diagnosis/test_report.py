@@ -120,3 +120,13 @@ def test_a_title_quoting_the_error_in_a_sentence_is_not_the_logs_line():
     result = run([title, "", assert_line, "RuntimeError: CUDA error: device-side assert triggered"])
     assert result.failure_class is C.CUDA_ERROR
     assert result.root_cause_line == assert_line
+
+
+def test_a_bar_drawn_once_and_never_moved_is_no_progress_past_the_step_that_drew_it():
+    capture = (
+        "[2026-10-21 16:02:58 TP0] Capture cuda graph begin. This can take up to several "
+        "minutes. avail mem=10.84 GB"
+    )
+    result = run([capture, "  0%|          | 0/23 [00:00<?, ?it/s]", "^C"])
+    assert result.failure_class is C.HANG_TIMEOUT
+    assert result.root_cause_line == capture
