@@ -116,7 +116,14 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
             )
         ]
         return replace(decided, root=min(found)) if found else decided
-    if decided.layer != "exception" or decided.root is None:
+    if decided.root is None:
+        return decided
+    if decided.rule == "timed_out" and not attempt.ordered[decided.root].has_sglang_prefix:
+        # A client's or a waiter's timeout says the server went quiet, not where: the
+        # server's last step or batch before it is the root.
+        progress = [p for p, _ in (*attempt.steps, *attempt.batches) if p < decided.root]
+        return replace(decided, root=max(progress)) if progress else decided
+    if decided.layer != "exception":
         return decided
     return _rooted_at(decided, verdicts, "wording", before=decided.root)
 

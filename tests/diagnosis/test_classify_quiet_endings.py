@@ -601,3 +601,27 @@ def test_a_ctrl_c_typed_after_the_kernels_lines_pasted_below_is_no_stop_of_the_s
     log = f"{SERVING}{teardown}\n$ sudo dmesg -T | tail -1\n{kernel}\n^C\n"
     result = run(log)  # by time the kernel's line and the ^C under it come first
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, teardown)
+
+
+@pytest.mark.parametrize(
+    "waiter",
+    [
+        "TimeoutError: Server at http://127.0.0.1:31000 did not become healthy within 900s",
+        "Error: The action 'Start server and run tests' has timed out after 60 minutes.",
+        "openai.APITimeoutError: Request timed out.",
+    ],
+)
+def test_a_waiters_or_a_clients_timeout_roots_the_hang_at_the_servers_last_step(waiter):
+    stalled = "[2026-01-12 20:15:48 TP1] Init torch distributed begin."
+    text = (
+        "[2026-01-12 20:15:40] server_args=ServerArgs(model_path='Qwen/Qwen3-14B', tp_size=2)\n"
+        "[2026-01-12 20:15:48 TP0] Init torch distributed begin.\n"
+        f"{stalled}\n[suite] still waiting (900s)...\n{waiter}\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stalled)
+    # SGLang's own word that it hung stays the root
+    own = (
+        "[2026-01-12 20:35:48] Health check failed. Server couldn't get a response from detokenizer"
+    )
+    assert run(text.replace(waiter, own)).root_cause_line == own
