@@ -30,9 +30,14 @@ class OriginRule:
     # ...but not these: in a kernel or a transport module a ValueError or a TypeError is the
     # module checking its arguments, not the kernel or the transport failing.
     except_types: tuple[str, ...] = ()
+    # Only where the traceback was cut before its exception: a message, when there is one,
+    # says more than the frame.
+    cut_only: bool = False
 
     def matches(self, frame: Frame, exception_type: str) -> bool:
         # A traceback cut off before its exception has no type: the frames alone decide.
+        if exception_type and self.cut_only:
+            return False
         if exception_type and (
             (self.types and exception_type not in self.types) or exception_type in self.except_types
         ):
@@ -131,7 +136,9 @@ ORIGIN_RULES: tuple[OriginRule, ...] = (
         ),
         except_types=_ARGUMENT_CHECKS,
     ),
-    OriginRule("socket_bind", C.PORT_IN_USE, (":bind", ":_bind_server_socket"), ("ZMQError",)),
+    # A bind that failed: a port taken, most often ("File name too long" for an ipc path, a
+    # read-only /tmp are others, which their message tells).
+    OriginRule("socket_bind", C.PORT_IN_USE, (":bind", ":_bind_server_socket"), cut_only=True),
 )
 
 

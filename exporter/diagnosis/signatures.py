@@ -1224,7 +1224,7 @@ SIGNATURES: tuple[Signature, ...] = (
         C.KILLED_BY_SIGNAL,
         ("+ docker", "CMD (", "tmux kill-", "tmux respawn-"),
         r"^\++ (?:sudo )?docker(?:-compose| compose)? (?:rm -f|kill|down|stop)\b"
-        r"|\bCRON\[\d+\]: \([\w.-]+\) CMD \(.*\b(?:docker(?:-compose| compose)? (?:rm -f|kill"
+        r"|(?:\bCRON\[\d+\]: |^)\([\w.-]+\) CMD \(.*\b(?:docker(?:-compose| compose)? (?:rm -f|kill"
         r"|down|stop)|systemctl (?:stop|restart|kill)|pkill|killall|kill -(?:9|KILL)|reboot)\b"
         r"|^tmux (?:kill-(?:server|session|pane)|respawn-(?:pane|window) -k)\b",
         63,  # above the runtime's SIGKILL that follows it: who stopped it

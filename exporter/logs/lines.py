@@ -48,9 +48,14 @@ _FOREIGN_PREFIXES = (
     # Loki's logcli, its default output: the time, the stream's labels, the line
     # ('2026-10-27T13:55:24Z {container="sglang", pod="qwen-0"} ...')
     re.compile(rf'(?P<fts>{_RFC3339}) \{{(?:[\w.-]+="[^"]*"(?:, )?)*\}}(?: |$)'),
+    # journalctl -o short-iso: "2025-06-26T08:12:44+02:00 gpu-7 sglang[1198]: "
+    re.compile(rf"(?P<fts>{_RFC3339}) [\w.-]+ \(?[\w.@/-]+\)?\[\d+\]:(?: |$)"),
     # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "; a tab-separated export's
     # (CloudWatch Logs Insights: "@timestamp<TAB>@message")
     re.compile(rf"(?P<fts>{_RFC3339})(?:[ \t]|$)"),
+    # the same export in epoch milliseconds (the AWS CLI's text output of get-log-events:
+    # "1748865641001<TAB>...") or seconds, micro- or nanoseconds
+    re.compile(r"(?P<fts>1\d{9}(?:\d{3}|\d{6}|\d{9})?)\t"),
     # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "; a unit's process
     # before its command runs is named in parentheses: "(python)[3120]: "
     re.compile(

@@ -83,6 +83,14 @@ def test_the_code_that_raised_names_the_class(path, func, exception, want):
     assert result.confidence is Confidence.MEDIUM
 
 
+def test_a_bind_cut_before_its_exception_took_a_taken_port_and_one_with_a_message_says_it():
+    bind = raised_in(f"{SITE}/zmq/sugar/socket.py", "bind", "", "super().bind(addr)")
+    cut = run(bind.rstrip("\n") + "\n")
+    assert cut.failure_class is C.PORT_IN_USE
+    read_only = "zmq.error.ZMQError: Read-only file system (addr='ipc:///tmp/tmpk2v8d1qe')"
+    assert run(bind.rstrip("\n") + "\n" + read_only + "\n").failure_class is C.OTHER
+
+
 def test_a_validation_outside_argument_checks_is_not_an_argument_error():
     """An AttributeError in server_args.py is a bug in SGLang, not a rejected flag."""
     text = raised_in(

@@ -574,6 +574,7 @@ def test_a_cache_evicted_on_demand_is_no_stop_of_anything_that_runs():
         "+ docker rm -f sglang-prod sglang-staging",
         "2026-01-21T00:00:01.402117+00:00 inference-02 CRON[190022]: (root) CMD (cd /srv/llm && "
         "/usr/bin/docker compose down >> /var/log/nightly-down.log 2>&1)",
+        "Jan 21 00:00:01 inference-02 CRON[190022]: (root) CMD (systemctl restart sglang)",
         "  tmux respawn-pane -k -t \"$p\" 'watch -n 5 nvidia-smi'",
     ],
 )

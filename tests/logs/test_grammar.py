@@ -422,6 +422,14 @@ def test_foreign_wrappers_are_peeled_off():
         ),
         # CloudWatch Logs Insights' tab-separated export ("@timestamp<TAB>@message")
         ("2026-03-01T10:00:02.5Z\t[2026-03-01 10:00:02 TP1] Load weight begin.", None),
+        # the AWS CLI's text output of get-log-events: epoch milliseconds, a tab, the line
+        ("1772359202500\t[2026-03-01 10:00:02 TP1] Load weight begin.", "1772359202500"),
+        # journalctl -o short-iso: the time in RFC 3339, the host, the process
+        (
+            "2026-03-01T10:00:02+01:00 gpu-7 sglang[1198]: [2026-03-01 10:00:02 TP1] Load weight"
+            " begin.",
+            "2026-03-01T10:00:02+01:00",
+        ),
         # Loki's logcli, its default output: the time, the stream's labels, the line
         (
             '2026-03-01T10:00:02.5Z {container="sglang", pod="qwen-0"} [2026-03-01 10:00:02 TP1]'
@@ -466,6 +474,8 @@ def test_foreign_wrappers_are_peeled_off():
         "datadog-flat",
         "journal-json",
         "cloudwatch-tsv",
+        "aws-cli-text",
+        "journal-short-iso",
         "logcli",
         "slurm",
         "journal-unit",
