@@ -48,6 +48,9 @@ _IPYTHON_HEADER = re.compile(r"^(?P<type>\S+) {3,}Traceback \(most recent call l
 # ... and quotes the code of each frame (``File /x/y.py:402, in f(a)``) numbered, the line
 # that raised under an arrow: "401 try:", "--> 402     response.raise_for_status()".
 _IPYTHON_CODE = re.compile(r"^(?:-+> +)?\d+ ")
+# The last line of an assert written over several lines, its message's literal: code, under
+# a frame or where a newest-first export put it.
+_ASSERT_TAIL = re.compile(r"\), f?[\"']")
 _IPYTHON_FRAME_OR_CODE = re.compile(r"^(?:File \S+\.py:\d+, in |(?:-+> +)?\d+ )")
 CARETS = re.compile(r"^[\s^~]+$")
 # Engine.shutdown() and launch_server's finally end the process tree this way; the crash
@@ -412,7 +415,7 @@ def _find_hits(ordered: Sequence[LogLine], skip: set[int]) -> list[Hit]:
         # The source line under a traceback frame quotes code ('raise RuntimeError("NCCL
         # error...")'), not an error that happened.
         text = line.message
-        is_source = (
+        is_source = _ASSERT_TAIL.match(text) is not None or (
             previous is not None
             and (
                 previous.message.startswith('File "')

@@ -53,9 +53,13 @@ _FOREIGN_PREFIXES = (
     # kubectl logs --timestamps: "2025-04-05T00:01:19.209Z "; a tab-separated export's
     # (CloudWatch Logs Insights: "@timestamp<TAB>@message")
     re.compile(rf"(?P<fts>{_RFC3339})(?:[ \t]|$)"),
-    # the same export in epoch milliseconds (the AWS CLI's text output of get-log-events:
-    # "1748865641001<TAB>...") or seconds, micro- or nanoseconds
-    re.compile(r"(?P<fts>1\d{9}(?:\d{3}|\d{6}|\d{9})?)\t"),
+    # the same export with its time in epoch milliseconds (the AWS CLI's text output of
+    # get-log-events: "1748865641001<TAB>...", or seconds, micro- or nanoseconds), or with a
+    # space for the "T" (Grafana's copy of a Loki query: "2026-02-14 11:00:07.500<TAB>...")
+    re.compile(
+        r"(?P<fts>1\d{9}(?:\d{3}|\d{6}|\d{9})?"
+        r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\t"
+    ),
     # journalctl (systemd): "Dec 01 10:00:00 gpu-7 sglang-sentinel[1234]: "; a unit's process
     # before its command runs is named in parentheses: "(python)[3120]: "
     re.compile(

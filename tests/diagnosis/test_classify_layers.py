@@ -91,6 +91,34 @@ def test_a_bind_cut_before_its_exception_took_a_taken_port_and_one_with_a_messag
     assert run(bind.rstrip("\n") + "\n" + read_only + "\n").failure_class is C.OTHER
 
 
+def test_the_tail_of_an_assert_over_several_lines_is_code_not_the_error():
+    # Grafana's log panel, newest first: the assert's last line with its message's literal
+    # sits beside the AssertionError, with the same time
+    message = (
+        "Not enough space for mamba cache, try to increase --mamba-full-memory-ratio or "
+        "--max-mamba-cache-size."
+    )
+    at = "2026-05-12 14:22:07.880\t"
+    lines = [
+        "2026-05-12 14:22:07.913\t[2026-05-12 14:22:07 TP0] Received sigquit from a child process.",
+        f"{at}AssertionError: {message}",
+        f'{at}    ), f"{message}"',
+        f"{at}[2026-05-12 14:22:07 TP0] Scheduler hit an exception: Traceback (most recent call "
+        "last):",
+        "2026-05-12 14:22:07.102\t[2026-05-12 14:22:07 TP0] Decode batch, #running-req: 75, "
+        "#full token: 212004, full token usage: 0.19, mamba num: 300, mamba usage: 1.00, "
+        "#queue-req: 3",
+        "2026-05-12 14:21:58.455\t[2026-05-12 14:21:58 TP0] Decode batch, #running-req: 74, "
+        "#full token: 208773, full token usage: 0.19, mamba num: 296, mamba usage: 0.99, "
+        "#queue-req: 0",
+        "2026-05-12 14:15:40.019\t[2026-05-12 14:15:40 TP0] The server is fired up and ready to "
+        "roll!",
+    ]
+    result = run("\n".join(lines) + "\n")
+    assert result.failure_class is C.MAMBA_CACHE_EXHAUSTED
+    assert result.root_cause_line == lines[1]
+
+
 def test_a_validation_outside_argument_checks_is_not_an_argument_error():
     """An AttributeError in server_args.py is a bug in SGLang, not a rejected flag."""
     text = raised_in(

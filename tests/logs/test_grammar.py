@@ -424,6 +424,11 @@ def test_foreign_wrappers_are_peeled_off():
         ("2026-03-01T10:00:02.5Z\t[2026-03-01 10:00:02 TP1] Load weight begin.", None),
         # the AWS CLI's text output of get-log-events: epoch milliseconds, a tab, the line
         ("1772359202500\t[2026-03-01 10:00:02 TP1] Load weight begin.", "1772359202500"),
+        # Grafana's copy of a Loki query: the time with a space, a tab, the line
+        (
+            "2026-03-01 10:00:02.500\t[2026-03-01 10:00:02 TP1] Load weight begin.",
+            "2026-03-01 10:00:02.500",
+        ),
         # journalctl -o short-iso: the time in RFC 3339, the host, the process
         (
             "2026-03-01T10:00:02+01:00 gpu-7 sglang[1198]: [2026-03-01 10:00:02 TP1] Load weight"
@@ -475,6 +480,7 @@ def test_foreign_wrappers_are_peeled_off():
         "journal-json",
         "cloudwatch-tsv",
         "aws-cli-text",
+        "grafana-tsv",
         "journal-short-iso",
         "logcli",
         "slurm",
