@@ -32,7 +32,8 @@ _INLINE_CODE = re.compile(r"`[^`]+`$")
 # A JSON-lines record's fields that hold the line, and its time (_json_record).
 _JSON_TEXT = ("log", "line", "textPayload", "message", "msg", "MESSAGE")
 _JSON_TIME = ("time", "timestamp", "@timestamp", "ts", "date", "__REALTIME_TIMESTAMP")
-_JSON_NESTED = ("content", "jsonPayload")  # Datadog's export, GCP's structured record
+# Datadog's export, GCP's structured record, an Elasticsearch or OpenSearch search hit
+_JSON_NESTED = ("content", "jsonPayload", "_source")
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
 # Wrappers added by whatever collected the log; the first that matches is peeled, then the
 # search starts again on what is left (a kubectl prefix over a Ray worker's, ...). A wrapper
@@ -215,8 +216,8 @@ def _json_record(text: str) -> tuple[str, str | None] | None:
     """A JSON-lines export's record: the log line in its text field, and its timestamp.
     docker's json-file driver (``{"log":"...\\n","stream":"stderr","time":"..."}``), Loki's
     ``logcli --output=jsonl`` (``line``), GCP (``textPayload``, or ``jsonPayload.message``),
-    CloudWatch, Datadog (``content.message``, or ``message`` and ``date``) and most shippers
-    (``message``, ``msg``),
+    CloudWatch, Datadog (``content.message``, or ``message`` and ``date``), Elasticsearch's
+    search hits (``_source.message``) and most shippers (``message``, ``msg``),
     ``journalctl -o json`` (``MESSAGE``). Only docker's record has no time of its own: an
     HTTP error body (``{"object":"error","message":...}``) is a reply, not a record."""
     try:

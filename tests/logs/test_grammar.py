@@ -416,6 +416,11 @@ def test_foreign_wrappers_are_peeled_off():
             "2026-03-01T10:00:02.5Z",
         ),
         (
+            '{"_index":"logs-sglang","_source":{"@timestamp":"2026-03-01T10:00:02.5Z",'
+            '"message":"[2026-03-01 10:00:02 TP1] Load weight begin."},"sort":[1772359202500]}',
+            "2026-03-01T10:00:02.5Z",
+        ),
+        (
             '{"__REALTIME_TIMESTAMP":"1772359202500000","_PID":"4242",'
             '"MESSAGE":"[2026-03-01 10:00:02 TP1] Load weight begin."}',
             "1772359202500000",
@@ -477,6 +482,7 @@ def test_foreign_wrappers_are_peeled_off():
         "cloudwatch",
         "datadog",
         "datadog-flat",
+        "elasticsearch-hit",
         "journal-json",
         "cloudwatch-tsv",
         "aws-cli-text",
