@@ -56,12 +56,13 @@ _LAUNCH = re.compile(
 _STOPPED = re.compile(
     r"(?i)\b(?:stop(?:ped|ping|s)?|kill(?:ed|ing|s)?|terminat(?:ed|ing|es?)|restart(?:ed|ing|s)?"
     r"|drain(?:ed|ing|s)?|evict(?:ed|ing|s)?|cull(?:ed|ing|s)?|reap(?:ed|ing|s)?"
-    r"|reclaim(?:ed|ing|s)?|recreat\w*|shut(?:ting)? down)\b|Restart Signaled"
+    r"|reclaim(?:ed|ing|s)?|recreat\w*|shut(?:ting)? down|disrupt(?:ed|ing|s)?)\b"
+    r"|Restart Signaled"
 )
 _ON_ITS_OWN = re.compile(
     r"(?i)automatic|unexpected|longer than|maximum|\blimit\b|inactiv|\bidle\b|\bTTL\b|\bspot\b"
     r"|preempt|reclaim|drain|evict|cull|\breap|watchtower|needrestart|scheduled event"
-    r"|\brepair\b"
+    r"|\brepair\b|underutili[sz]ed|consolidat"  # Karpenter's reasons for a node it removes
 )
 # ... and what it stopped: something that runs (a cache evicted on demand is no stop).
 _RUNNING_THING = re.compile(
@@ -69,6 +70,9 @@ _RUNNING_THING = re.compile(
     r"|session|process|pid|service|driver|kernel|replica|worker|deployment|alloc\w*|sglang)e?s?\b"
     r"|\.service\b|/sglang"
 )
+# SGLang's count of what its drain still waits for ("Gracefully exiting... Remaining number
+# of requests 36.")
+_DRAINING = re.compile(r"Remaining number of requests (\d+)")
 # On layers.py's scale, below everything a line names.
 _STOPPED_FROM_OUTSIDE_SCORE = 18
 _ERROR_LINE_SCORE = 16
@@ -229,7 +233,7 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
     updater restarting the container), at the log's end, with no stop of SGLang's own after
     it: killed from outside. A server that drained on the SIGTERM it got stopped cleanly."""
     ordered = attempt.ordered
-    if any(event.kind is EventKind.SIGTERM_RECEIVED for _, event in attempt.steps):
+    if attempt.stopped_at < len(ordered) and not _drain_cut(ordered, attempt.stopped_at):
         return None
     last = attempt.steps[-1][0] if attempt.steps else -1
     for i, line in enumerate(ordered):
@@ -257,6 +261,14 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
                 _STOPPED_FROM_OUTSIDE_SCORE,
             )
     return None
+
+
+def _drain_cut(ordered: Sequence[LogLine], sigterm: int) -> bool:
+    """The drain SGLang began on its SIGTERM still had requests when the log ends: the
+    grace period ran out and whoever sent the SIGTERM killed it."""
+    left = (_DRAINING.search(line.message) for line in reversed(ordered[sigterm:]))
+    last = next((match for match in left if match is not None), None)
+    return last is not None and int(last.group(1)) > 0
 
 
 def by_silence(attempt: Reading) -> Verdict | None:
