@@ -542,8 +542,10 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         "device_assert",
         C.CUDA_ERROR,
-        ("Assertion failed: ", "device-side assert", "Assertion `"),
-        r"^Assertion failed: \S+\.cu:\d+|device-side assert triggered|\.cu:\d+: .*Assertion `",
+        ("Assertion failed: ", "device-side assert", "Assertion `", "Device-side assertion `"),
+        # ... and HIP's, under ROCm ("Indexing.hip:1289: ...: Device-side assertion `...' failed.")
+        r"^Assertion failed: \S+\.cu:\d+|device-side assert triggered"
+        r"|\.(?:cu|hip):\d+: .*(?:Assertion|Device-side assertion) `",
         96,
     ),
     sig(
@@ -623,6 +625,16 @@ SIGNATURES: tuple[Signature, ...] = (
         C.CUDA_ERROR,
         "hipError",
         r"^hipError(?!OutOfMemory|NotReady)[A-Z]\w+: ",
+        80,
+    ),
+    sig(
+        # ROCm's HSA runtime aborting a GPU queue on a device fault ("Queue 0x7f2a... aborting
+        # with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION"): the abort that follows is
+        # its own
+        "hsa_queue_abort",
+        C.CUDA_ERROR,
+        "aborting with error",
+        r"\bQueue 0x[0-9a-f]+ aborting with error : HSA_STATUS_ERROR_(?!OUT_OF_RESOURCES)",
         80,
     ),
     sig(

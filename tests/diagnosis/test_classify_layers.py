@@ -512,6 +512,23 @@ def test_the_hip_runtime_naming_its_error_outranks_the_scheduler_that_died_of_it
     assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, hip)
 
 
+def test_the_hsa_runtime_aborting_a_queue_is_the_device_fault_under_the_abort():
+    hsa = (
+        ":0:rocdevice.cpp            :3020: 18823945317 us: [pid:5521  tid:0x7f2b9dfff640] "
+        "Callback: Queue 0x7f2a98200000 aborting with error : HSA_STATUS_ERROR_EXCEPTION: An "
+        "HSAIL operation resulted in a hardware exception. code: 0x1016"
+    )
+    result = run(f"{hsa}\nFatal Python error: Aborted\n\nAborted (core dumped)\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, hsa)
+    # a device-side assertion HIP reported first is what the queue aborted on
+    asserted = (
+        "/app/pytorch/aten/src/ATen/native/hip/Indexing.hip:1289: indexSelectLargeIndex: "
+        "Device-side assertion `srcIndex < srcSelectDimSize' failed."
+    )
+    result = run(f"{asserted}\n{hsa}\nAborted (core dumped)\n")
+    assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, asserted)
+
+
 @pytest.mark.parametrize(
     "line",
     ["sglang-1 exited with code 137", "infer-sglang-1  sglang  12 minutes ago  Exited (137) 2 mi"],
