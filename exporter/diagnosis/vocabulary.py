@@ -135,7 +135,8 @@ FAMILIES: tuple[Family, ...] = (
         C.DISTRIBUTED_INIT,
         r"nccl|gloo|c10d|rendezvous|process group|bootstrap|mooncake|nixl|rdma|ibverbs|ibv_\w+"
         r"|\bUCX\b|nvshmem"
-        r"|hccl|rccl|oneccl|transfer (?:engine|task)|failed to complete transfers|all_?reduce"
+        r"|hccl|rccl|oneccl|transfer (?:engine|task)|failed to complete transfers"
+        r"|(?<![a-z])all_?reduce"  # not an operator's name (aclnnMatmulAllReduce)
         r"|\bbarrier\b|dist(?:ributed)? init|kv ?transfer|(?:prefill|decode) (?:instance|server)"
         r" failed|handshake",
     ),

@@ -512,6 +512,24 @@ def test_the_hip_runtime_naming_its_error_outranks_the_scheduler_that_died_of_it
     assert (result.failure_class, result.root_cause_line) == (C.CUDA_ERROR, hip)
 
 
+def test_an_operator_named_after_a_collective_is_no_collective():
+    # Ascend's fused matmul-and-allreduce kernel failed to build: a kernel's failure
+    compile_error = (
+        "[ERROR] TBE(88211,python3):2026-11-17-22:30:44.118.902 [op_compile] E40021: Failed to "
+        "compile Op [MatmulAllReduce]."
+    )
+    text = (
+        "[2026-11-17 22:30:10] Capture npu graph begin. avail mem=12.40 GB\n"
+        f"{compile_error}\n"
+        "[2026-11-17 22:30:44] Scheduler hit an exception: Traceback (most recent call last):\n"
+        "  ...\n"
+        "RuntimeError: GetTask:torch_npu/csrc/framework/OpCommand.cpp:120 NPU function error: "
+        "call aclnnMatmulAllReduce failed, error code is 561000\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.KERNEL_ERROR, compile_error)
+
+
 def test_the_hsa_runtime_aborting_a_queue_is_the_device_fault_under_the_abort():
     hsa = (
         ":0:rocdevice.cpp            :3020: 18823945317 us: [pid:5521  tid:0x7f2b9dfff640] "
