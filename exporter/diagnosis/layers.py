@@ -56,6 +56,9 @@ _STARVED_CAPTURE = re.compile(r"Capturing .*avail_mem=(?P<gb>\d+(?:\.\d+)?) ?GB"
 _STARVED_GB = 0.5
 _FULL_USAGE = 0.99
 _MAMBA_CAP = "by the mamba state cache"  # "max_running_requests is capped to 12 by the ..."
+# tqdm's bars, and SGLang's shard loader's, once they moved (at 0 of N they say no more than
+# the step that drew them)
+_PROGRESS_BAR = re.compile(r"\d%\|(?!.*\| 0/\d+ \[00:00<\?)|% Completed \|")
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
@@ -98,6 +101,11 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     if decided.layer == "numbers":
         # The numbers corroborate; SGLang's own statement of the same condition is the root.
         return _rooted_at(decided, verdicts, "signature", before=None)
+    if decided.rule == "startup_probe_failed":
+        # The kubelet saw a server that never came up; where it stopped is the root,
+        # wherever the paste put the pod's events.
+        progress = _last_progress(attempt, before=len(attempt.ordered))
+        return decided if progress is None else replace(decided, root=progress)
     if decided.layer == "signature" and decided.root is not None:
         if attempt.serves_after(decided.root):
             return _rooted_at(decided, verdicts, "signature", before=decided.root)
@@ -121,11 +129,20 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     if decided.rule == "timed_out" and not attempt.ordered[decided.root].has_sglang_prefix:
         # A client's or a waiter's timeout says the server went quiet, not where: the
         # server's last step or batch before it is the root.
-        progress = [p for p, _ in (*attempt.steps, *attempt.batches) if p < decided.root]
-        return replace(decided, root=max(progress)) if progress else decided
+        progress = _last_progress(attempt, before=decided.root)
+        return decided if progress is None else replace(decided, root=progress)
     if decided.layer != "exception":
         return decided
     return _rooted_at(decided, verdicts, "wording", before=decided.root)
+
+
+def _last_progress(attempt: Reading, before: int) -> int | None:
+    """The server's last step, batch or progress bar before ``before``."""
+    ordered = attempt.ordered
+    bars = (i for i in range(before - 1, -1, -1) if _PROGRESS_BAR.search(ordered[i].message))
+    found = [p for p, _ in (*attempt.steps, *attempt.batches) if p < before]
+    found.append(next(bars, -1))
+    return max(found) if max(found) >= 0 else None
 
 
 def _rooted_at(

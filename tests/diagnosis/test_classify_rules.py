@@ -838,7 +838,8 @@ def test_a_startup_the_kubelet_gave_up_on_hangs_and_its_probe_settings_are_no_ti
 """
     result = run(text)
     assert result.failure_class is C.HANG_TIMEOUT
-    assert result.root_cause_line.startswith("Warning  Unhealthy")
+    # the kubelet saw it never came up; where the server stopped is the root
+    assert result.root_cause_line == text.splitlines()[0]
     # a slow start fails startup probes until it answers; the liveness probe restarted it
     liveness = (
         "  Warning  Unhealthy  3m40s (x3 over 4m)  kubelet  Liveness probe failed: Get "
@@ -846,6 +847,23 @@ def test_a_startup_the_kubelet_gave_up_on_hangs_and_its_probe_settings_are_no_ti
     )
     result = run(f"{text}{liveness}\n")
     assert result.root_cause_line == liveness.strip()
+
+
+def test_a_startup_probe_pasted_above_the_log_roots_the_hang_at_the_last_shard_loaded():
+    probe = (
+        "  Warning  Unhealthy  40s (x30 over 10m)  kubelet  Startup probe failed: Get "
+        '"http://10.8.2.14:30000/health": dial tcp 10.8.2.14:30000: connect: connection refused'
+    )
+    shards = (
+        "Loading safetensors checkpoint shards:  43% Completed | 13/30 [04:12<05:31, 19.50s/it]"
+    )
+    text = (
+        f"$ kubectl describe pod sglang-0\n{probe}\n\n$ kubectl logs sglang-0\n"
+        "[2026-11-20 06:00:12 TP0] Load weight begin. avail mem=60.52 GB\n"
+        f"{shards}\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, shards)
 
 
 def test_the_toolchain_missing_under_a_jit_build_is_rooted_at_its_own_words():
