@@ -68,6 +68,11 @@ _CAUSE_SPAN = 4  # lines from a cause's exception down to "The above exception .
 _CUDA_INIT_WORDS = 30  # of the exception's message, found in the warning
 _CUDA_INIT_SPAN = 300  # lines from the warning (at import) to the exception (at first use)
 _OWN_EXIT_CODE = re.compile(r"^Exit code: \d+$")
+# A command that follows a log and prints it (a ^C ends the command, not what wrote the log)
+_FOLLOWER = re.compile(
+    r"\btail\b.*\s-[a-zA-Z]*[fF]\b|--follow\b|\blogs\b.*\s-f\b|\bjournalctl\b.*\s-[a-zA-Z]*f"
+    r"|\bwatch\b|\bless\b.*\+F"
+)
 _PROCESS_HEADER = re.compile(r"Process [\w-]+:$")  # multiprocessing, above a child's traceback
 # A progress bar drawn once, naming nothing and never moved ("  0%|    | 0/23 [00:00<?, ?it/s]"):
 # it says no more than the step that drew it.
@@ -355,12 +360,20 @@ def interrupted_at(ordered: Sequence[LogLine]) -> int:
         (
             i
             for i, line in enumerate(ordered)
-            if line.message.startswith("^C")
+            if (line.message.startswith("^C") and not _stops_a_follower(ordered, i))
             or (line.message.startswith("Traceback") and _interrupted(ordered, i))
             or (_IPYTHON_HEADER.match(line.message) and _is_interrupt(line))
         ),
         len(ordered),
     )
+
+
+def _stops_a_follower(ordered: Sequence[LogLine], position: int) -> bool:
+    """The ^C at ``position`` ended what the operator last typed, and that follows a log
+    (``tail -f sgl.log`` on a server started with ``&``): the server ran on."""
+    typed = (line.message for line in reversed(ordered[:position]) if typed_by_operator(line))
+    command = next(typed, "")
+    return _FOLLOWER.search(command) is not None
 
 
 def unraisable(ordered: Sequence[LogLine]) -> frozenset[int]:

@@ -644,3 +644,20 @@ def test_a_waiters_or_a_clients_timeout_roots_the_hang_at_the_servers_last_step(
         "[2026-01-12 20:35:48] Health check failed. Server couldn't get a response from detokenizer"
     )
     assert run(text.replace(waiter, own)).root_cause_line == own
+
+
+def test_a_ctrl_c_that_ended_a_tail_of_the_log_is_no_stop_of_the_server():
+    started = (
+        "root@sgl-ct:~# python -m sglang.launch_server --model-path /m --tp 2 > sgl.log 2>&1 &\n"
+        "[1] 3318\nroot@sgl-ct:~# tail -f sgl.log\n"
+    )
+    shards = "Loading safetensors checkpoint shards:  27% Completed | 3/11 [00:19<00:52,  6.53s/it]"
+    killed = (
+        "[1]+  Killed                  python -m sglang.launch_server --model-path /m --tp 2 "
+        "> sgl.log 2>&1"
+    )
+    result = run(f"{started}{shards}\n^C\nroot@sgl-ct:~#\n{killed}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, killed)
+    # the server's own Ctrl-C, in the foreground: its SIGKILL of itself is the stop's
+    foreground = started.replace(" > sgl.log 2>&1 &\n[1] 3318\nroot@sgl-ct:~# tail -f sgl.log", "")
+    assert run(f"{foreground}{shards}\n^C\nKilled\n").failure_class is not C.KILLED_BY_SIGNAL
