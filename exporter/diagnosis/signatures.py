@@ -1023,7 +1023,9 @@ SIGNATURES: tuple[Signature, ...] = (
         # KILL, SEGV), or the signal by name (Airflow's "return code Negsignal.SIGKILL"), or
         # systemd's word of a core dumped ("code=dumped, status=11/SEGV")
         rf"(?:^|\s)(?:Killed|{KILLED_TRANSLATED_WORDS})(?:\s|$)|exit code:? -9\b"
-        r"|(?:Segmentation fault|Bus error|Illegal instruction) \(core dumped\)"
+        # (not SIGILL's: the program's own code ran an instruction this CPU lacks, nothing
+        # killed it)
+        r"|(?:Segmentation fault|Bus error) \(core dumped\)"
         rf"|exit code {_SIGNAL_EXIT}|^Exit Code:\s+{_SIGNAL_EXIT}$|exited with code {_SIGNAL_EXIT}"
         rf"|\bExited \({_SIGNAL_EXIT}\)|return code Negsignal\.SIG|code=dumped, status="
         rf"|\bexitCode={_SIGNAL_EXIT}"  # `docker events`' "container die <id> (exitCode=137, ..."

@@ -144,7 +144,8 @@ FAMILIES: tuple[Family, ...] = (
         "device_fault",
         C.CUDA_ERROR,
         r"cuda (?:error|failure)|cudaError|hip error|hipError|device-side|illegal (?:memory|"
-        r"instruction)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
+        # CUDA's "an illegal instruction was encountered"; not the shell's SIGILL report
+        r"instruction was)|\bXid\b|ECC error|driver (?:error|version)|unspecified launch failure"
         r"|fallen off the bus|GPU is lost|ACL error|aclrt\w+ failed|ACL (?:\w+ ){1,2}failed"
         r"|\bE[EZ]9999\b|NPU error|driver .{0,30}too old|update your GPU driver"
         # CUDA that cannot start on GPUs that are there (error 100 is no GPU at all: other)

@@ -240,6 +240,9 @@ def test_error_records_of_the_layers_below_are_classified_by_their_wording(line,
         # a program's error in its own capitals, before the server could start
         'docker: Error response from daemon: could not select device driver "" with '
         "capabilities: [[gpu]].",
+        # SIGILL: a binary built for a CPU with more instructions; nothing killed it, and no
+        # CUDA's "illegal instruction was encountered" either
+        "Illegal instruction (core dumped)",
     ],
 )
 def test_an_unknown_error_record_is_other_never_none(line):
