@@ -109,7 +109,10 @@ FAMILIES: tuple[Family, ...] = (
         r"|GLIBC\w*_[\d.]+' not found|(?:compiled|built) against (?:a )?(?:different|incompatible)"
         r"|ABI (?:mismatch|incompat)|(?:package|library|module) [`'\"]?[\w.-]+[`'\"]? is required"
         r"|not found in your environment|requires? (?:a )?newer version of"
-        r"|module '[\w.]+' has no attribute|compiled with (?:different|an incompatible)"
+        # (not Python's "partially initialized module": a circular import, most often the
+        # operator's own script named after the package it imports)
+        r"|(?<!partially initialized )module '[\w.]+' has no attribute"
+        r"|compiled with (?:different|an incompatible)"
         r"|operator [\w:]+ does not exist|binary incompatib|compiled using NumPy \d"
         r"|cannot be run in NumPy \d"
         # a compiled extension that did not load: torch.ops has none of its operators

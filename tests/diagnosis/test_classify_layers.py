@@ -251,6 +251,23 @@ def test_an_unknown_error_record_is_other_never_none(line):
     assert result.root_cause_line == line
 
 
+def test_a_script_named_after_the_package_it_imports_is_no_missing_package():
+    shadowed = (
+        "AttributeError: partially initialized module 'sglang' has no attribute 'Engine' (most "
+        "likely due to a circular import)"
+    )
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/maria/llm-test/sglang.py", line 3, in <module>\n'
+        '    llm = sgl.Engine(model_path="Qwen/Qwen2.5-1.5B-Instruct")\n'
+        f"{shadowed}\n"
+    )
+    assert run(text).failure_class is C.OTHER
+    # a package whose module lacks what its caller wants is a version mismatch
+    mismatch = text.replace(shadowed, "AttributeError: module 'triton' has no attribute 'knobs'")
+    assert run(mismatch).failure_class is C.DEPENDENCY_ERROR
+
+
 def test_a_wrapper_quoting_the_failed_command_rejects_none_of_its_flags():
     # The wrapper's error quotes the launch command whole: its flags are the operator's, and
     # the child's own output, which held the cause, is not in this paste.
