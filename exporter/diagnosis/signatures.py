@@ -774,12 +774,14 @@ SIGNATURES: tuple[Signature, ...] = (
             "MountVolume.SetUp failed",
             "ErrImagePull",
             "ImagePullBackOff",
+            "Failed to pull image",
             "FailedAttachVolume",
             "CreateContainerConfigError",
             'Error: secret "',
             'Error: configmap "',
         ),
         r"Failed to create pod sandbox|MountVolume\.SetUp failed|\bErrImagePull\b"
+        r'|\bFailed to pull image "[^"]+": '  # the kubelet's word of why, said first
         # ... or a volume the attach/detach controller cannot attach (a ReadWriteOnce claim
         # still held by a pod on another node)
         r"|\bImagePullBackOff\b|\bFailedAttachVolume\b"

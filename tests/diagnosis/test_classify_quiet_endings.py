@@ -245,6 +245,16 @@ def test_a_pod_whose_container_never_started_failed_before_the_server(event):
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, event)
 
 
+def test_an_image_the_kubelet_cannot_pull_is_rooted_where_it_says_why():
+    why = (
+        'Warning  Failed     12s (x3 over 58s)  kubelet            Failed to pull image "lmsysorg/'
+        'sglang:v0.5.9-cu12.9": rpc error: code = NotFound desc = failed to pull and unpack image'
+    )
+    code = "Warning  Failed     12s (x3 over 58s)  kubelet            Error: ErrImagePull"
+    result = run(f"$ kubectl describe pod qwen-0\n{why}\n{code}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, why)
+
+
 def test_a_drain_that_finished_is_a_clean_stop_though_no_batch_is_in_the_paste():
     log = (
         '[2026-11-19 16:20:02] INFO:     10.42.0.9:40122 - "POST /v1/completions HTTP/1.1" 400 '
