@@ -208,6 +208,13 @@ FAMILIES: tuple[Family, ...] = (
         # transformers' words for a path that is neither a folder nor a repo id
         r"|Incorrect path_or_model_id|is not a (?:local folder|valid model identifier)",
     ),
+    # The system refusing a model's own file (a read-only mount under the hub's lock file, a
+    # weights shard it cannot write or read): loading the model failed.
+    _family(
+        "model_file_refused",
+        C.MODEL_LOAD_ERROR,
+        r"\[Errno \d+\] [^:]+: '[^']*(?:\.safetensors|\.gguf|/huggingface/(?:hub|download)/)",
+    ),
     _family(
         "api_mismatch",
         C.DEPENDENCY_ERROR,

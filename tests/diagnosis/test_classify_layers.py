@@ -174,6 +174,12 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
         ),
         ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5757')", C.PORT_IN_USE),
         ("RuntimeError: flash_mla is not installed; pip install flash-mla", C.DEPENDENCY_ERROR),
+        # a read-only model volume under the hub's lock file: the model could not be loaded
+        (
+            "OSError: [Errno 30] Read-only file system: '/models/llama-3.1-8b/.cache/huggingface/"
+            "download/model-00001-of-00004.safetensors.lock'",
+            C.MODEL_LOAD_ERROR,
+        ),
         # a wheel built against another NumPy's C API
         (
             "ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
