@@ -204,6 +204,7 @@ FAMILIES: tuple[Family, ...] = (
         "model_download",
         C.MODEL_LOAD_ERROR,
         r"huggingface\.co|snapshot_download|HF_HUB_OFFLINE|\b40[13] Client Error|gated repo"
+        r"|while downloading using `hf_transfer`"
         r"|repository not found|does not exist or is not currently imported"
         # transformers' words for a path that is neither a folder nor a repo id
         r"|Incorrect path_or_model_id|is not a (?:local folder|valid model identifier)",

@@ -174,6 +174,11 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
         ),
         ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5757')", C.PORT_IN_USE),
         ("RuntimeError: flash_mla is not installed; pip install flash-mla", C.DEPENDENCY_ERROR),
+        (
+            "RuntimeError: An error occurred while downloading using `hf_transfer`. Consider "
+            "disabling HF_HUB_ENABLE_HF_TRANSFER for better error handling.",
+            C.MODEL_LOAD_ERROR,
+        ),
         # a read-only model volume under the hub's lock file: the model could not be loaded
         (
             "OSError: [Errno 30] Read-only file system: '/models/llama-3.1-8b/.cache/huggingface/"
