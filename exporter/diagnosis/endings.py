@@ -245,7 +245,9 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
         if (
             not _STOPPED.search(message)
             or not _RUNNING_THING.search(message)
-            or not _ON_ITS_OWN.search(line.raw)  # who did it may be the record's program
+            # who did it may be the record's program (in the raw line: its first row only,
+            # where a hard wrap was rejoined)
+            or not (_ON_ITS_OWN.search(message) or _ON_ITS_OWN.search(line.raw))
             or typed_by_operator(line)
         ):
             continue
