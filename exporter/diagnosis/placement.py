@@ -92,16 +92,25 @@ def where_oom(attempt: Reading, root: int) -> tuple[FailureClass, bool]:
 # there is some ("..., with 2.17 GiB allocated in private pools (e.g., CUDA Graphs), and ...").
 _ALLOCATOR_REPORT = "is allocated by PyTorch"
 _GRAPH_POOLS = "allocated in private pools"
+_FREE = re.compile(r"of which (?P<amount>[\d.]+) (?P<unit>[KMG]iB|bytes) is free")
 # The error as a request's reply quotes it: the server was serving.
 _REPLY = re.compile(r'"message"|\bError code: \d{3}\b|HTTP(?:/[\d.]+)? 5\d\d')
 
 
 def _guessed_from_wording(message: str) -> FailureClass:
     """Where an OOM that nothing around it places (a pasted line) most likely happened,
-    from its own words. An allocator report with no graph pools comes from before the graphs
-    were captured, where the weights are most of what is allocated; anything else, from a
-    server that was serving: the commonest case."""
-    if _ALLOCATOR_REPORT in message and _GRAPH_POOLS not in message and not _REPLY.search(message):
+    from its own words. Loading the weights fills the GPU tensor by tensor until a few
+    hundred MiB are left: an allocator report with no graph pools and under a GiB free.
+    A batch's activations fail with gigabytes still free that the pools left over; that, or
+    anything else, is a server that was serving: the commonest case."""
+    free = _FREE.search(message)
+    if (
+        _ALLOCATOR_REPORT in message
+        and _GRAPH_POOLS not in message
+        and not _REPLY.search(message)
+        and free is not None
+        and (free.group("unit") != "GiB" or float(free.group("amount")) < 1)
+    ):
         return FailureClass.WEIGHTS_OOM
     return FailureClass.RUNTIME_OOM
 

@@ -117,8 +117,9 @@ ALLOCATOR_REPORT = (
 
 
 def test_a_pasted_oom_line_is_placed_by_the_graph_memory_it_reports():
-    """Nothing around it: with no memory in CUDA graphs' private pools the graphs were not
-    captured yet, so startup, where the weights are; with some, a serving server's."""
+    """Nothing around it: with no memory in CUDA graphs' private pools and the GPU filled to
+    its last few hundred MiB the graphs were not captured yet, so startup, where the weights
+    are; with some, or gigabytes left free, a serving server's."""
     startup = run(ALLOCATOR_REPORT.format(pools="") + "\n")
     serving = run(
         ALLOCATOR_REPORT.format(
@@ -128,6 +129,11 @@ def test_a_pasted_oom_line_is_placed_by_the_graph_memory_it_reports():
     )
     assert (startup.failure_class, startup.phase) == (C.WEIGHTS_OOM, Phase.STARTUP)
     assert serving.failure_class is C.RUNTIME_OOM
+    # gigabytes still free that a batch's activations did not fit in: the pools were sized,
+    # the server was serving
+    batch = ALLOCATOR_REPORT.format(pools="").replace("256.00 MiB. ", "9.77 GiB. ")
+    batch = run(batch.replace("254.50 MiB is free", "6.02 GiB is free") + "\n")
+    assert batch.failure_class is C.RUNTIME_OOM
     # A guess either way: no automatic remedy acts on it.
     assert startup.confidence is not Confidence.HIGH and serving.confidence is not Confidence.HIGH
 
