@@ -528,8 +528,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # dispatch: "Error in function 'BatchPrefill...' at .../flashinfer/attention/...cuh:N"
         "flashinfer_check",
         C.KERNEL_ERROR,
-        "Error in function '",
-        r"Error in function '\w+' at \S*flashinfer\S*:\d+",
+        ("Error in function '", "FlashInfer Internal Error"),
+        # (or its own words alone, where a wrapper quotes them: "Capture cuda graph failed:
+        # FlashInfer Internal Error: Invalid configuration ...")
+        r"Error in function '\w+' at \S*flashinfer\S*:\d+|FlashInfer Internal Error",
         90,
     ),
     sig(

@@ -179,6 +179,12 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
             "disabling HF_HUB_ENABLE_HF_TRANSFER for better error handling.",
             C.MODEL_LOAD_ERROR,
         ),
+        # the graph capture's wrapper quoting FlashInfer's own words: a kernel that failed
+        (
+            "Exception: Capture cuda graph failed: FlashInfer Internal Error: Invalid "
+            "configuration : NUM_MMA_Q=1 NUM_MMA_D_QK=20 NUM_MMA_D_VO=20 NUM_MMA_KV=1",
+            C.KERNEL_ERROR,
+        ),
         # a read-only model volume under the hub's lock file: the model could not be loaded
         (
             "OSError: [Errno 30] Read-only file system: '/models/llama-3.1-8b/.cache/huggingface/"
