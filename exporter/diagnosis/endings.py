@@ -233,7 +233,9 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
     updater restarting the container), at the log's end, with no stop of SGLang's own after
     it: killed from outside. A server that drained on the SIGTERM it got stopped cleanly."""
     ordered = attempt.ordered
-    if attempt.stopped_at < len(ordered) and not _drain_cut(ordered, attempt.stopped_at):
+    stopped = attempt.stopped_at < len(ordered)
+    cut = stopped and _drain_cut(ordered, attempt.stopped_at)
+    if stopped and not cut:
         return None
     last = attempt.steps[-1][0] if attempt.steps else -1
     for i, line in enumerate(ordered):
@@ -246,8 +248,12 @@ def by_outside_stop(attempt: Reading) -> Verdict | None:
             not _STOPPED.search(message)
             or not _RUNNING_THING.search(message)
             # who did it may be the record's program (in the raw line: its first row only,
-            # where a hard wrap was rejoined)
-            or not (_ON_ITS_OWN.search(message) or _ON_ITS_OWN.search(line.raw))
+            # where a hard wrap was rejoined); a SIGKILL that cut the drain needs no reason
+            or not (
+                _ON_ITS_OWN.search(message)
+                or _ON_ITS_OWN.search(line.raw)
+                or (cut and "SIGKILL" in message)
+            )
             or typed_by_operator(line)
         ):
             continue

@@ -450,11 +450,13 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     sig(
         # systemd finding no program where the unit's ExecStart= points (status=203/EXEC): the
-        # environment the unit runs was never installed there, or was removed
+        # environment the unit runs was never installed there, or was removed; or the shell
+        # finding no Python on the PATH it was given (cron's, a unit's)
         "unit_program_missing",
         C.DEPENDENCY_ERROR,
-        "Failed at step EXEC spawning",
-        r"Failed at step EXEC spawning \S+: No such file or directory",
+        ("Failed at step EXEC spawning", "not found"),
+        r"Failed at step EXEC spawning \S+: No such file or directory"
+        r"|^(?:\S*/)?(?:ba|da)?sh: (?:line )?\d+: (?:\S*/)?python[\d.]*: (?:command )?not found$",
         90,
     ),
     sig(
@@ -1029,7 +1031,7 @@ SIGNATURES: tuple[Signature, ...] = (
         rf"(?:^|\s)(?:Killed|{KILLED_TRANSLATED_WORDS})(?:\s|$)|exit code:? -9\b"
         # (not SIGILL's: the program's own code ran an instruction this CPU lacks, nothing
         # killed it)
-        r"|(?:Segmentation fault|Bus error) \(core dumped\)"
+        r"|(?:Segmentation fault|Bus error)\s+\(core dumped\)"
         rf"|exit code {_SIGNAL_EXIT}|^Exit Code:\s+{_SIGNAL_EXIT}$|exited with code {_SIGNAL_EXIT}"
         rf"|\bExited \({_SIGNAL_EXIT}\)|return code Negsignal\.SIG|code=dumped, status="
         rf"|\bexitCode={_SIGNAL_EXIT}"  # `docker events`' "container die <id> (exitCode=137, ..."
@@ -1150,6 +1152,8 @@ SIGNATURES: tuple[Signature, ...] = (
             "ime limit (",
             "exceeded timeout",
             "memory limit of",
+            "Memory limit of",
+            "Build timed out (after",
             "all available RAM",
             "timed out after",
             "AirflowTaskTimeout",
@@ -1166,6 +1170,10 @@ SIGNATURES: tuple[Signature, ...] = (
         # cgroup memory limit
         r"|\b(?:[Hh]ard )?[Tt]ime limit \(\S+\) exceeded|^Memory limit exceeded\b"
         r"|\bduration exceeded timeout\b|\bgone over cgroup memory limit\b"
+        # Cloud Run's and App Engine's memory limit
+        r"|\bMemory limit of \d+ [MG]i?B exceeded with \d+ [MG]i?B used\b"
+        # ... Jenkins' build-timeout plugin aborting the build that ran the server
+        r"|^Build timed out \(after \d+ minutes\)\. Marking the build as (?:aborted|failed)\b"
         r"|\bsession crashed after using all available RAM\b"
         # ... and a workflow's time limit on its step (Metaflow's @timeout, Airflow's
         # execution_timeout): the orchestrator ends the step, however the server was doing
@@ -1243,7 +1251,8 @@ SIGNATURES: tuple[Signature, ...] = (
         ("+ docker", "CMD (", "tmux kill-", "tmux respawn-"),
         r"^\++ (?:sudo )?docker(?:-compose| compose)? (?:rm -f|kill|down|stop)\b"
         r"|(?:\bCRON\[\d+\]: |^)\([\w.-]+\) CMD \(.*\b(?:docker(?:-compose| compose)? (?:rm -f|kill"
-        r"|down|stop)|systemctl (?:stop|restart|kill)|pkill|killall|kill -(?:9|KILL)|reboot)\b"
+        r"|down|stop)|systemctl (?:stop|restart|kill)|pkill|killall|kill -(?:9|KILL)|reboot"
+        r"|tmux kill-(?:server|session))\b"
         r"|^tmux (?:kill-(?:server|session|pane)|respawn-(?:pane|window) -k)\b",
         63,  # above the runtime's SIGKILL that follows it: who stopped it
     ),

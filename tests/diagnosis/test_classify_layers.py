@@ -174,6 +174,8 @@ def test_a_validation_outside_argument_checks_is_not_an_argument_error():
         ),
         ("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5757')", C.PORT_IN_USE),
         ("RuntimeError: flash_mla is not installed; pip install flash-mla", C.DEPENDENCY_ERROR),
+        # the shell finding no Python on the PATH cron gave it
+        ("/bin/sh: 1: python: not found", C.DEPENDENCY_ERROR),
         (
             "RuntimeError: An error occurred while downloading using `hf_transfer`. Consider "
             "disabling HF_HUB_ENABLE_HF_TRANSFER for better error handling.",

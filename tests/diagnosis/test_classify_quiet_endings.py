@@ -102,6 +102,12 @@ SERVING = (
         "shutting down",
         "timed out waiting for input: auto-logout",
         "(sgl) bench@a100-07:~$ timed out waiting for input: auto-logout",
+        # Cloud Run's memory limit; Jenkins' build-timeout plugin; bash's report of its child
+        "2026-03-09 19:22:41.803 CET  Memory limit of 32768 MiB exceeded with 33109 MiB used. "
+        "Consider increasing the memory limit",
+        "Build timed out (after 45 minutes). Marking the build as aborted.",
+        "./serve.sh: line 22: 30117 Segmentation fault      (core dumped) python -m "
+        'sglang.launch_server --model-path "$MODEL"',
         # a wrapper's subprocess.run(timeout=) on the server: the flags it quotes reject nothing
         "subprocess.TimeoutExpired: Command '['python', '-m', 'sglang.launch_server', "
         "'--model-path', '/mnt/ckpt', '--tp', '8']' timed out after 1800 seconds",
@@ -588,6 +594,16 @@ def test_a_platform_whose_grace_period_cut_the_drain_killed_the_server(stop):
     assert run(f"{SERVING}{SIGTERM}{done}\n\n{stop}\n").failure_class is C.NONE
 
 
+def test_a_supervisors_sigkill_that_cut_the_drain_killed_the_server():
+    cut = "[2026-07-21 22:14:11] Gracefully exiting... Remaining number of requests 6."
+    kill = "2026-07-21 22:14:12,981 WARN killing 'sglang' (22841) with SIGKILL"
+    result = run(f"{SERVING}{SIGTERM}{cut}\n{kill}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.KILLED_BY_SIGNAL, kill)
+    # the same kill after a drain that finished ended nothing that was running
+    done = cut.replace("requests 6.", "requests 0.")
+    assert run(f"{SERVING}{SIGTERM}{done}\n{kill}\n").failure_class is C.NONE
+
+
 def test_a_cache_evicted_on_demand_is_no_stop_of_anything_that_runs():
     answer = (
         "**Answer:** No. Most of that is radix (prefix) cache that can be evicted on demand, "
@@ -603,6 +619,7 @@ def test_a_cache_evicted_on_demand_is_no_stop_of_anything_that_runs():
         "2026-01-21T00:00:01.402117+00:00 inference-02 CRON[190022]: (root) CMD (cd /srv/llm && "
         "/usr/bin/docker compose down >> /var/log/nightly-down.log 2>&1)",
         "Jan 21 00:00:01 inference-02 CRON[190022]: (root) CMD (systemctl restart sglang)",
+        "Feb 25 02:30:00 gpu-lab2 CRON[771204]: (tom) CMD (tmux kill-server)",
         "  tmux respawn-pane -k -t \"$p\" 'watch -n 5 nvidia-smi'",
     ],
 )
