@@ -92,6 +92,9 @@ def _survived(attempt: Reading, verdicts: list[Verdict]) -> list[Verdict]:
         or best.root is None
         or not _one_request(attempt.ordered, best.root)
         or not (attempt.serves_after(best.root) or _answered_before_a_stop(attempt, best.root))
+        # ... unless the server then went silent and was found not answering: the client
+        # pasted above the log stopped waiting on a hung server
+        or any(v.rule == "went_silent" for v in verdicts)
     ):
         return verdicts
     named = (

@@ -688,3 +688,19 @@ def test_a_ctrl_c_that_ended_a_tail_of_the_log_is_no_stop_of_the_server():
     # the server's own Ctrl-C, in the foreground: its SIGKILL of itself is the stop's
     foreground = started.replace(" > sgl.log 2>&1 &\n[1] 3318\nroot@sgl-ct:~# tail -f sgl.log", "")
     assert run(f"{foreground}{shards}\n^C\nKilled\n").failure_class is not C.KILLED_BY_SIGNAL
+
+
+def test_a_clients_timeout_pasted_above_a_server_that_went_silent_is_the_hang():
+    client = "openai.APITimeoutError: Request timed out."
+    last = (
+        "[2026-02-11 10:05:42] Prefill batch. #new-seq: 1, #new-token: 2048, #cached-token: 0, "
+        "token usage: 0.04, #running-req: 3, #queue-req: 0"
+    )
+    text = (
+        f"bench.py output:\n{client}\n\nserver log (last lines):\n{SERVING}{last}\n\n"
+        "$ curl -m 30 localhost:30000/health_generate\n"
+        "curl: (28) Operation timed out after 30001 milliseconds with 0 bytes received\n"
+    )
+    assert run(text).failure_class is C.HANG_TIMEOUT
+    # a client that stopped waiting on a server that went on serving: no failure
+    assert run(f"{client}\n{SERVING}{last}\n").failure_class is C.NONE
