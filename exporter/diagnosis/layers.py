@@ -59,6 +59,8 @@ _MAMBA_CAP = "by the mamba state cache"  # "max_running_requests is capped to 12
 # tqdm's bars, and SGLang's shard loader's, once they moved (at 0 of N they say no more than
 # the step that drew them)
 _PROGRESS_BAR = re.compile(r"\d%\|(?!.*\| 0/\d+ \[00:00<\?)|% Completed \|")
+_C10D_CLIENT_RETRY = re.compile(r"\[W\d{3,4} [\d:.]+ [\w.]+:\d+\] \[c10d\] The client socket has")
+_DIST_ERROR = re.compile(r"(?:torch\.distributed\.)?Dist(?:Network|Store)Error: ")
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
@@ -109,6 +111,9 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     if decided.layer == "signature" and decided.root is not None:
         if attempt.serves_after(decided.root):
             return _rooted_at(decided, verdicts, "signature", before=decided.root)
+        gave_up = _where_the_retries_gave_up(attempt.ordered, decided.root)
+        if gave_up is not None:
+            return replace(decided, root=gave_up)
         # The kernel's report of a GPU fault or an OOM kill is the root of what it caused:
         # logged before it, or in the same second (a kill comes before its notice).
         reports = _KERNEL_REPORTS.get(decided.failure_class, frozenset())
@@ -143,6 +148,18 @@ def _last_progress(attempt: Reading, before: int) -> int | None:
     found = [p for p, _ in (*attempt.steps, *attempt.batches) if p < before]
     found.append(next(bars, -1))
     return max(found) if max(found) >= 0 else None
+
+
+def _where_the_retries_gave_up(ordered: Sequence[LogLine], position: int) -> int | None:
+    """c10d's warning that its client socket failed to connect is one retry of many; the
+    DistNetworkError or DistStoreError after it, where the connect gave up, is the failure
+    (its server socket that failed to bind is no retry: that warning says it first)."""
+    if not _C10D_CLIENT_RETRY.search(ordered[position].message):
+        return None
+    return next(
+        (i for i in range(position + 1, len(ordered)) if _DIST_ERROR.match(ordered[i].message)),
+        None,
+    )
 
 
 def _rooted_at(

@@ -483,6 +483,39 @@ def test_c10d_naming_an_address_it_cannot_resolve_is_the_root_before_the_store_t
     assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, cause)
 
 
+def test_c10d_retrying_its_client_socket_is_rooted_where_the_retries_gave_up():
+    retry = (
+        "[W310 09:30:23.118402144 socket.cpp:767] [c10d] The client socket has failed to connect "
+        "to [10.0.1.21]:20000 (errno: 113 - No route to host)."
+    )
+    gave_up = (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600000ms "
+        "while trying to connect to (10.0.1.21, 20000)."
+    )
+    text = (
+        "[2026-03-10 09:30:20 TP8] Init torch distributed begin.\n"
+        f"{retry}\n{retry}\n"
+        "[2026-03-10 09:40:23 TP8] Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{SITE}/torch/distributed/rendezvous.py", line 189, in _create_c10d_store\n'
+        "    return TCPStore(\n"
+        f"{gave_up}\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, gave_up)
+    # its server socket that could not bind retried nothing: that warning says it first
+    taken = (
+        "[W310 09:30:21.206418512 socket.cpp:464] [c10d] The server socket has failed to bind to "
+        "[::]:20000 (errno: 98 - Address already in use)."
+    )
+    listen = (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+        "network address. port: 20000, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+        "address already in use"
+    )
+    result = run(f"{taken}\n{listen}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.PORT_IN_USE, taken)
+
+
 def test_the_kernels_oom_killer_is_rooted_at_the_kill_not_the_report_around_it():
     invoked = "[Fri Aug 30 19:13:19 2024] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0"
     report = "[Fri Aug 30 19:13:19 2024] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom"
