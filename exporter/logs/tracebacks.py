@@ -28,8 +28,10 @@ _CHAIN_MARKERS = (
 )
 # "torch.OutOfMemoryError: CUDA out of memory..." / "KeyError: 'lm_head.weight'" / "AssertionError"
 _EXCEPTION_TYPE = (
-    r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Timeout)"
+    r"(?:(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Exit|Interrupt|Timeout)"
     r"|OutOfResources|KeyboardInterrupt|StopIteration)"
+    # the socket module's own, named in lower case ("socket.gaierror: [Errno -2] ...")
+    r"|socket\.(?:gaierror|herror|timeout))"
 )
 EXCEPTION_LINE = re.compile(rf"^(?P<type>{_EXCEPTION_TYPE})(?::\s?(?P<message>.*))?$")
 # Where a traceback's frames end, the line names the exception whatever its class is called

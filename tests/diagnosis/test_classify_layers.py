@@ -270,6 +270,19 @@ def test_an_unknown_error_record_is_other_never_none(line):
     assert result.root_cause_line == line
 
 
+def test_an_exception_the_standard_library_names_in_lower_case_is_the_root():
+    # uvicorn's error record opens the traceback; the socket module's exception ends it
+    error = "socket.gaierror: [Errno -2] Name or service not known"
+    text = (
+        "ERROR:    Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/socket.py", line 976, in getaddrinfo\n'
+        "    for res in _socket.getaddrinfo(host, port, family, type, proto, flags):\n"
+        f"{error}\n"
+    )
+    result = run(text)
+    assert (result.failure_class, result.root_cause_line) == (C.OTHER, error)
+
+
 def test_a_script_named_after_the_package_it_imports_is_no_missing_package():
     shadowed = (
         "AttributeError: partially initialized module 'sglang' has no attribute 'Engine' (most "
