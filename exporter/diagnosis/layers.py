@@ -134,7 +134,10 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
     if decided.rule == "timed_out" and not attempt.ordered[decided.root].has_sglang_prefix:
         # A client's or a waiter's timeout says the server went quiet, not where: the
         # server's last step or batch before it is the root.
-        progress = _last_progress(attempt, before=decided.root)
+        # (the server's log pasted below the client's words: its last progress anywhere)
+        progress = _last_progress(attempt, before=decided.root) or _last_progress(
+            attempt, before=len(attempt.ordered)
+        )
         return decided if progress is None else replace(decided, root=progress)
     if decided.layer != "exception":
         return decided

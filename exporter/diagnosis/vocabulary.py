@@ -256,6 +256,7 @@ FAMILIES: tuple[Family, ...] = (
         "timed_out",
         C.HANG_TIMEOUT,
         r"timed? ?out|timeout|deadlock|stuck|no response|not responding|health check failed"
+        r"|exceeded its progress deadline"  # a Deployment's rollout that never became ready
         r"|not ready after (?:waiting )?\S+ seconds",
     ),
 )

@@ -655,6 +655,7 @@ def test_a_ctrl_c_typed_after_the_kernels_lines_pasted_below_is_no_stop_of_the_s
         "TimeoutError: Server at http://127.0.0.1:31000 did not become healthy within 900s",
         "Error: The action 'Start server and run tests' has timed out after 60 minutes.",
         "openai.APITimeoutError: Request timed out.",
+        'error: deployment "sglang-qwen3" exceeded its progress deadline',  # kubectl rollout
     ],
 )
 def test_a_waiters_or_a_clients_timeout_roots_the_hang_at_the_servers_last_step(waiter):
@@ -666,6 +667,9 @@ def test_a_waiters_or_a_clients_timeout_roots_the_hang_at_the_servers_last_step(
     )
     result = run(text)
     assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, stalled)
+    # the waiter's words pasted above the server's log: its last step all the same
+    above = f"{waiter}\n$ tail sgl.log\n" + text.replace(f"{waiter}\n", "")
+    assert (run(above).failure_class, run(above).root_cause_line) == (C.HANG_TIMEOUT, stalled)
     # SGLang's own word that it hung stays the root
     own = (
         "[2026-01-12 20:35:48] Health check failed. Server couldn't get a response from detokenizer"
