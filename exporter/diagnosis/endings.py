@@ -28,6 +28,9 @@ from exporter.logs.lines import LogLine
 
 _EXIT_STATUS_ASKED = re.compile(r"\becho \$\?$")
 _NEXT_CELL = re.compile(r"In \[\d+\]: \S")  # IPython's prompt, with the code typed at it
+# The operator's curl of the server's health, and its answer: the status alone or the line
+_HEALTH_PROBE = re.compile(r"\bcurl\b.*/(?:health(?:_generate)?|v1/models|get_model_info)\b")
+_ANSWERED_200 = re.compile(r"(?:HTTP/[\d.]+ )?200(?: OK)?$")
 # What those around a server say when it stops answering without a word: a health checker's
 # or a client's timeouts and failed checks, a balancer taking it out, the operator's "nothing
 # in the log for 20 minutes". Phrases, not the word "timeout": a flag names it too.
@@ -215,6 +218,7 @@ def by_progress(attempt: Reading) -> Verdict:
         and last is not None
         and not ended_on_purpose(attempt.ordered, attempt.steps[-1][0])
         and not _returned_to_the_shell(attempt.ordered, attempt.steps[-1][0])
+        and not _answered_a_probe(attempt.ordered, attempt.steps[-1][0])
     ):
         return Verdict(
             FailureClass.HANG_TIMEOUT,
@@ -324,6 +328,15 @@ def _found_not_answering(ordered: Sequence[LogLine], last: int) -> bool:
             continue
         if i > last or command is not None or stamped_later(line, ordered[last], ordered):
             return True
+    return False
+
+
+def _answered_a_probe(ordered: Sequence[LogLine], after: int) -> bool:
+    """The operator asked the server's health after its last step and it answered 200: it
+    is up, however little it printed (``--log-level warning``)."""
+    for i in range(after + 1, len(ordered) - 1):
+        if typed_by_operator(ordered[i]) and _HEALTH_PROBE.search(ordered[i].message):
+            return _ANSWERED_200.match(ordered[i + 1].message) is not None
     return False
 
 

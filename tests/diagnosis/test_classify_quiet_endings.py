@@ -708,3 +708,19 @@ def test_a_clients_timeout_pasted_above_a_server_that_went_silent_is_the_hang():
     assert run(text).failure_class is C.HANG_TIMEOUT
     # a client that stopped waiting on a server that went on serving: no failure
     assert run(f"{client}\n{SERVING}{last}\n").failure_class is C.NONE
+
+
+def test_a_startup_that_printed_little_but_answers_its_health_check_is_up():
+    capture = (
+        "Capturing batches (bs=1 avail_mem=3.02 GB): 100%|##########| 23/23 [00:05<00:00,  "
+        "4.12it/s]"
+    )
+    text = (
+        "$ python -m sglang.launch_server --model-path /m --port 30000 --log-level warning\n"
+        "[2026-03-14 10:00:00] Load weight begin. avail mem=70.00 GB\n"
+        f"{capture}\n\n$ curl -s -o /dev/null -w '%{{http_code}}\\n' localhost:30000/health\n"
+    )
+    assert run(text + "200\n").failure_class is C.NONE
+    # no answer: the startup stopped where it printed last
+    refused = run(text + "000\n")
+    assert (refused.failure_class, refused.root_cause_line) == (C.HANG_TIMEOUT, capture)
