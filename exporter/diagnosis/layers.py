@@ -60,7 +60,10 @@ _MAMBA_CAP = "by the mamba state cache"  # "max_running_requests is capped to 12
 # the step that drew them)
 _PROGRESS_BAR = re.compile(r"\d%\|(?!.*\| 0/\d+ \[00:00<\?)|% Completed \|")
 _C10D_CLIENT_RETRY = re.compile(r"\[W\d{3,4} [\d:.]+ [\w.]+:\d+\] \[c10d\] The client socket has")
-_DIST_ERROR = re.compile(r"(?:torch\.distributed\.)?Dist(?:Network|Store)Error: ")
+_DIST_ERROR = re.compile(
+    r"(?:torch\.distributed\.)?Dist(?:Network|Store)Error: "
+    r"|RuntimeError: Gloo connectFullMesh failed"
+)
 _SEQUENCE = re.compile(r"SeqNum=(\d+)")
 _FIRST_COLLECTIVES = 10  # setup's own collectives (barriers, the first all-reduces)
 _COLLECTIVE_SPAN = 10  # lines after a collective's error where its failed allocation shows
@@ -155,7 +158,8 @@ def _last_progress(attempt: Reading, before: int) -> int | None:
 
 def _where_the_retries_gave_up(ordered: Sequence[LogLine], position: int) -> int | None:
     """c10d's warning that its client socket failed to connect is one retry of many; the
-    DistNetworkError or DistStoreError after it, where the connect gave up, is the failure
+    DistNetworkError or DistStoreError after it (gloo's connectFullMesh failing), where the
+    connect gave up, is the failure
     (its server socket that failed to bind is no retry: that warning says it first)."""
     if not _C10D_CLIENT_RETRY.search(ordered[position].message):
         return None

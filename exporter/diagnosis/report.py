@@ -35,11 +35,13 @@ _REPORT_TITLE = re.compile(
     r"(?:\[(?:Bug|BUG|Feature|Question|Usage|Help|RFC|Docs?)\]|【[^】]*】|\[[^\]\x00-\x7f]+\]"
     r"|Title: )"
 )
-# Prose that quotes the error in the reporter's own sentence: 'SGLang crashes with
-# "device-side assert triggered" when I send input_ids'. Words, a quoted phrase, words.
+# Prose that quotes the error in the reporter's own sentence ('SGLang crashes with
+# "device-side assert triggered" when I send input_ids'), or a thread's title after where it
+# was posted ('Level1Techs forum · "SGLang randomly crashes with ..."'): words, a quoted
+# phrase, words or none.
 _QUOTING_SENTENCE = re.compile(
-    r'[A-Z][\w.-]*(?: [\w.,\'/-]+){1,10} ["\u201c][^"\u201d]*\s[^"\u201d]*["\u201d]'
-    r"(?: [\w.,'/?-]+)+[.?!]?$"
+    r'[A-Z][\w.-]*(?: [\w.,\'/\u00b7\u2013\u2014-]+){1,10} ["\u201c][^"\u201d]*\s[^"\u201d]*'
+    r"[\"\u201d](?: [\w.,'/?-]+)*[.?!]?$"
 )
 _QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose
 _MARKDOWN_TITLE = re.compile(r"\*\*.+\*\*$|#{1,6} \S")

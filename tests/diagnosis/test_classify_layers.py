@@ -515,6 +515,12 @@ def test_c10d_retrying_its_client_socket_is_rooted_where_the_retries_gave_up():
     )
     result = run(text)
     assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, gave_up)
+    gloo = (
+        "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/"
+        "pair.cc:144] no error"
+    )
+    result = run(text.replace(gave_up, gloo))
+    assert (result.failure_class, result.root_cause_line) == (C.DISTRIBUTED_INIT, gloo)
     # its server socket that could not bind retried nothing: that warning says it first
     taken = (
         "[W310 09:30:21.206418512 socket.cpp:464] [c10d] The server socket has failed to bind to "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from exporter.diagnosis.classify import classify
 from exporter.diagnosis.report import the_reports_own
 from exporter.diagnosis.taxonomy import FailureClass as C
@@ -111,12 +113,18 @@ def test_the_reporters_sentences_and_edits_below_an_unfenced_stall_are_not_its_p
     assert result.root_cause_line == stalled[-1]
 
 
-def test_a_title_quoting_the_error_in_a_sentence_is_not_the_logs_line():
+@pytest.mark.parametrize(
+    "title",
+    [
+        'SGLang crashes with "device-side assert triggered" when I send input_ids',
+        'Level1Techs forum \u00b7 "SGLang randomly crashes with device-side assert triggered"',
+    ],
+)
+def test_a_title_quoting_the_error_in_a_sentence_is_not_the_logs_line(title):
     assert_line = (
         "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1553: indexSelectLargeIndex: block: "
         "[187,0,0], thread: [96,0,0] Assertion `srcIndex < srcSelectDimSize` failed."
     )
-    title = 'SGLang crashes with "device-side assert triggered" when I send input_ids'
     result = run([title, "", assert_line, "RuntimeError: CUDA error: device-side assert triggered"])
     assert result.failure_class is C.CUDA_ERROR
     assert result.root_cause_line == assert_line
