@@ -19,7 +19,12 @@ from exporter.diagnosis.reading import (
     is_exception,
     last_meaningful,
 )
-from exporter.diagnosis.report import after_the_log, pasted_around, typed_by_operator
+from exporter.diagnosis.report import (
+    after_the_log,
+    answers_the_report,
+    pasted_around,
+    typed_by_operator,
+)
 from exporter.diagnosis.taxonomy import FailureClass
 from exporter.diagnosis.verdict import Confidence, Verdict
 from exporter.diagnosis.vocabulary import TEARDOWN, reports_error
@@ -321,6 +326,8 @@ def _found_not_answering(ordered: Sequence[LogLine], last: int) -> bool:
             continue
         if i <= last and command is None and line.foreign_timestamp is None:
             continue  # above the server's last line, neither shown by a command nor stamped
+        if answers_the_report(line):
+            continue  # a reply explains ("Health reports unhealthy until warmup finishes")
         # a record rejoined from a hard wrap reads whole; the report's own words (blanked
         # for the other layers) as written
         text = line.message or line.raw

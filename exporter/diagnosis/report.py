@@ -19,6 +19,9 @@ from exporter.logs.tracebacks import EXCEPTION_LINE, PY_WARNING
 
 # "(truncated)", "...", "EDIT: ...", "PS: ...": added by whoever pasted
 _COMMENTARY = re.compile(r"^\(.*\)$|^\.\.\.$|^(?:EDIT|Edit|UPDATE|Update|PS|P\.S\.)(?: \d+)?: ")
+# A thread's answer below the paste ("Reply: ...", "**Answer (accepted):** ..."): it explains
+# what happened, it observed nothing
+_ANSWER = re.compile(r"(?:\*\*)?(?:Reply|Answer|Top (?:comment|answer))(?: \([\w ]+\))?:")
 # What an operator typed after the server's last line: a Ctrl-C's echo, a shell prompt
 # (bare or with a command; "(venv) user@host:~$", "[root@host ~]#").
 _OPERATOR = re.compile(
@@ -62,7 +65,9 @@ _SENTENCE_END = re.compile(r"[.:!?](?:\s|$)")
 # What a paste puts around a log: a code fence, the HTML of a collapsed block, a rule
 # (Markdown's, or IPython's above a traceback).
 _PASTE_FURNITURE = re.compile(
-    r"^(?:```|~~~|</?(?:details|summary|pre|code)\b|(?:-{3,}|={3,}|_{3,})$)"
+    r"^(?:```|~~~|</?(?:details|summary|pre|code)\b|(?:-{3,}|={3,}|_{3,})$"
+    # ... or ssh's word that the remote command the log came through ended
+    r"|(?:Shared c|C)onnection to \S+ closed\.$)"
 )
 
 
@@ -96,6 +101,11 @@ def pasted_around(line: LogLine) -> bool:
         or _COMMENTARY.match(message) is not None
         or reporters_words(line)
     )
+
+
+def answers_the_report(line: LogLine) -> bool:
+    """A reply to the report, pasted below it: its words are an explanation, not a record."""
+    return _ANSWER.match(line.message or line.raw) is not None
 
 
 def typed_by_operator(line: LogLine) -> bool:

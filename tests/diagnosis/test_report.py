@@ -138,3 +138,29 @@ def test_a_bar_drawn_once_and_never_moved_is_no_progress_past_the_step_that_drew
     result = run([capture, "  0%|          | 0/23 [00:00<?, ?it/s]", "^C"])
     assert result.failure_class is C.HANG_TIMEOUT
     assert result.root_cause_line == capture
+
+
+def test_a_reply_below_the_log_explains_and_observes_no_hang():
+    ready = "[2026-09-21 09:01:03] The server is fired up and ready to roll!"
+    reply = (
+        "Reply: Expected. Health reports unhealthy until warmup finishes. Give your checker an "
+        "initial delay."
+    )
+    result = run(
+        [
+            "[2026-09-21 09:00:58] INFO:     Uvicorn running on http://0.0.0.0:30000",
+            ready,
+            "",
+            reply,
+        ]
+    )
+    assert result.failure_class is C.NONE
+
+
+def test_ssh_closing_its_connection_is_not_where_the_startup_stopped():
+    shards = (
+        "Loading safetensors checkpoint shards:   7% Completed | 2/30 [08:02<1:52:30, 241.08s/it]"
+    )
+    lines = ["[2025-11-03 10:17:02] Load weight begin. avail mem=70.00 GB", shards]
+    result = run([*lines, "Shared connection to 10.0.5.23 closed."])
+    assert (result.failure_class, result.root_cause_line) == (C.HANG_TIMEOUT, shards)
