@@ -43,7 +43,7 @@ _REPORT_TITLE = re.compile(
 # was posted ('Level1Techs forum · "SGLang randomly crashes with ..."'): words, a quoted
 # phrase, words or none.
 _QUOTING_SENTENCE = re.compile(
-    r'[A-Z][\w.-]*(?: [\w.,\'/\u00b7\u2013\u2014-]+){1,10} ["\u201c][^"\u201d]*\s[^"\u201d]*'
+    r'[A-Z][\w.-]*(?: [\w.,:\'/\u00b7\u2013\u2014-]+){1,10} ["\u201c][^"\u201d]*\s[^"\u201d]*'
     r"[\"\u201d](?: [\w.,'/?-]+)*[.?!]?$"
 )
 _QUESTION_MARKS = ("?", "\uff1f")  # and the full-width one of Chinese and Japanese prose

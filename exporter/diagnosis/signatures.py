@@ -451,12 +451,15 @@ SIGNATURES: tuple[Signature, ...] = (
     sig(
         # systemd finding no program where the unit's ExecStart= points (status=203/EXEC): the
         # environment the unit runs was never installed there, or was removed; or the shell
-        # finding no Python on the PATH it was given (cron's, a unit's)
+        # finding no Python on the PATH it was given (cron's, a unit's), or a container's
         "unit_program_missing",
         C.DEPENDENCY_ERROR,
         ("Failed at step EXEC spawning", "not found"),
         r"Failed at step EXEC spawning \S+: No such file or directory"
-        r"|^(?:\S*/)?(?:ba|da)?sh: (?:line )?\d+: (?:\S*/)?python[\d.]*: (?:command )?not found$",
+        r"|^(?:\S*/)?(?:ba|da)?sh: (?:line )?\d+: (?:\S*/)?python[\d.]*: (?:command )?not found$"
+        # ... or the container runtime finding no such program in the image for its command
+        # (not a probe's "OCI runtime exec failed": that is the probe's program)
+        r'|OCI runtime create failed: .*exec: "[^"]+": executable file not found in \$PATH',
         90,
     ),
     sig(

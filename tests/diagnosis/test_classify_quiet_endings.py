@@ -251,6 +251,16 @@ def test_a_pod_whose_container_never_started_failed_before_the_server(event):
     assert (result.failure_class, result.root_cause_line) == (C.OTHER, event)
 
 
+def test_a_container_whose_command_the_image_lacks_never_started_for_a_dependency():
+    refused = (
+        "Message:    failed to create containerd task: failed to create shim task: OCI runtime "
+        "create failed: runc create failed: unable to start container process: error during "
+        'container init: exec: "python": executable file not found in $PATH: unknown'
+    )
+    result = run(f"    Last State:   Terminated\n      Reason:     StartError\n      {refused}\n")
+    assert (result.failure_class, result.root_cause_line) == (C.DEPENDENCY_ERROR, refused)
+
+
 def test_an_image_the_kubelet_cannot_pull_is_rooted_where_it_says_why():
     why = (
         'Warning  Failed     12s (x3 over 58s)  kubelet            Failed to pull image "lmsysorg/'

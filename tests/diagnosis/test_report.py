@@ -118,6 +118,7 @@ def test_the_reporters_sentences_and_edits_below_an_unfenced_stall_are_not_its_p
     [
         'SGLang crashes with "device-side assert triggered" when I send input_ids',
         'Level1Techs forum \u00b7 "SGLang randomly crashes with device-side assert triggered"',
+        'Stack Overflow: "SGLang fails with device-side assert triggered on my inputs"',
     ],
 )
 def test_a_title_quoting_the_error_in_a_sentence_is_not_the_logs_line(title):
