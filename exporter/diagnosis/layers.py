@@ -136,11 +136,11 @@ def rooted_earliest(attempt: Reading, verdicts: Sequence[Verdict]) -> Verdict:
         return decided
     if decided.rule == "timed_out" and not attempt.ordered[decided.root].has_sglang_prefix:
         # A client's or a waiter's timeout says the server went quiet, not where: the
-        # server's last step or batch before it is the root.
-        # (the server's log pasted below the client's words: its last progress anywhere)
-        progress = _last_progress(attempt, before=decided.root) or _last_progress(
-            attempt, before=len(attempt.ordered)
-        )
+        # server's last progress before it is the root, or anywhere in the server's log
+        # pasted below the client's words.
+        progress = _last_progress(attempt, before=decided.root)
+        if progress is None:
+            progress = _last_progress(attempt, before=len(attempt.ordered))
         return decided if progress is None else replace(decided, root=progress)
     if decided.layer != "exception":
         return decided
@@ -159,8 +159,8 @@ def _last_progress(attempt: Reading, before: int) -> int | None:
 def _where_the_retries_gave_up(ordered: Sequence[LogLine], position: int) -> int | None:
     """c10d's warning that its client socket failed to connect is one retry of many; the
     DistNetworkError or DistStoreError after it (gloo's connectFullMesh failing), where the
-    connect gave up, is the failure
-    (its server socket that failed to bind is no retry: that warning says it first)."""
+    connect gave up, is the failure. Its server socket that failed to bind is no retry: that
+    warning says it first."""
     if not _C10D_CLIENT_RETRY.search(ordered[position].message):
         return None
     return next(
